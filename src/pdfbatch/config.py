@@ -1,0 +1,175 @@
+"""Every environment variable pdfbatch reads, in one place, read once into a frozen Settings."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from urllib.parse import unquote, urlparse
+
+from pdfbatch.errors import ConfigError
+
+DEFAULT_MYSQL_URL = "mysql://root@127.0.0.1:3306/pdfbatch"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+DEFAULT_ENDPOINT_URL = "http://127.0.0.1:4566"
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,63}(\.[A-Za-z_][A-Za-z0-9_$]{0,63})?$")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What unzip and process_pdf accept; every value is configurable (see README, "Limits")."""
+
+    max_zip_bytes: int = 5 * 1024**3  # PDFBATCH_MAX_ZIP_BYTES
+    max_entries: int = 100_000  # PDFBATCH_MAX_ENTRIES (all entries, PDFs or not)
+    max_pdf_bytes: int = 100 * 1024**2  # PDFBATCH_MAX_PDF_BYTES (uncompressed, per PDF)
+    max_ratio: float = 200.0  # PDFBATCH_MAX_RATIO (uncompressed / compressed, per entry)
+    max_pages: int = 500  # PDFBATCH_MAX_PAGES read per PDF before giving up on finding an email
+    file_budget_seconds: float = 20.0  # PDFBATCH_FILE_BUDGET_SECONDS of text extraction per PDF
+
+
+@dataclass(frozen=True)
+class UsersTable:
+    """The customer's users table: only three columns are needed, their names configurable."""
+
+    table: str = "users"  # PDFBATCH_USERS_TABLE (may be db.table)
+    id_column: str = "id"  # PDFBATCH_USERS_ID_COLUMN
+    email_column: str = "email"  # PDFBATCH_USERS_EMAIL_COLUMN
+    pdf_url_column: str = "pdf_url"  # PDFBATCH_USERS_PDF_URL_COLUMN
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Configuration of one process, read from the environment once."""
+
+    bucket: str = ""  # PDFBATCH_BUCKET: uploads/, staging/ and pdfs/ live here
+    queue_url: str = ""  # PDFBATCH_QUEUE_URL: the work queue
+    mysql_url: str = DEFAULT_MYSQL_URL  # PDFBATCH_MYSQL_URL
+    redis_url: str = DEFAULT_REDIS_URL  # PDFBATCH_REDIS_URL
+    endpoint_url: str | None = None  # AWS_ENDPOINT_URL (LocalStack); None on AWS
+    public_endpoint_url: str | None = None  # PDFBATCH_PUBLIC_ENDPOINT_URL: S3 endpoint browsers reach
+    region: str = "us-east-1"  # AWS_REGION / AWS_DEFAULT_REGION
+    progress_ttl_seconds: int = 3600  # PDFBATCH_PROGRESS_TTL_SECONDS
+    upload_max_bytes: int = 5 * 1024**3  # PDFBATCH_UPLOAD_MAX_BYTES (presigned POST policy)
+    upload_url_expires_seconds: int = 3600  # PDFBATCH_UPLOAD_URL_EXPIRES_SECONDS
+    max_receive_count: int = 5  # PDFBATCH_MAX_RECEIVE_COUNT: the queue's redrive maxReceiveCount
+    stage_workers: int = 8  # PDFBATCH_STAGE_WORKERS: parallel staging uploads in unzip
+    pdf_url_prefix: str = "s3://"  # PDFBATCH_PDF_URL_PREFIX: users.pdf_url = prefix + bucket/key
+    limits: Limits = field(default_factory=Limits)
+    users: UsersTable = field(default_factory=UsersTable)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Read settings from ``env`` (default: os.environ); raise ConfigError naming a bad variable."""
+        e = os.environ if env is None else env
+        limits = Limits(
+            max_zip_bytes=_int(e, "PDFBATCH_MAX_ZIP_BYTES", Limits.max_zip_bytes),
+            max_entries=_int(e, "PDFBATCH_MAX_ENTRIES", Limits.max_entries),
+            max_pdf_bytes=_int(e, "PDFBATCH_MAX_PDF_BYTES", Limits.max_pdf_bytes),
+            max_ratio=_float(e, "PDFBATCH_MAX_RATIO", Limits.max_ratio),
+            max_pages=_int(e, "PDFBATCH_MAX_PAGES", Limits.max_pages),
+            file_budget_seconds=_float(e, "PDFBATCH_FILE_BUDGET_SECONDS", Limits.file_budget_seconds),
+        )
+        users = UsersTable(
+            table=_ident(e, "PDFBATCH_USERS_TABLE", "users"),
+            id_column=_ident(e, "PDFBATCH_USERS_ID_COLUMN", "id"),
+            email_column=_ident(e, "PDFBATCH_USERS_EMAIL_COLUMN", "email"),
+            pdf_url_column=_ident(e, "PDFBATCH_USERS_PDF_URL_COLUMN", "pdf_url"),
+        )
+        mysql_url = e.get("PDFBATCH_MYSQL_URL") or DEFAULT_MYSQL_URL
+        redis_url = e.get("PDFBATCH_REDIS_URL") or DEFAULT_REDIS_URL
+        parse_mysql_url(mysql_url)  # fail at cold start, not on the first message
+        if urlparse(redis_url).scheme not in ("redis", "rediss", "unix"):
+            raise ConfigError("PDFBATCH_REDIS_URL must be a redis:// or rediss:// URL")
+        return cls(
+            bucket=e.get("PDFBATCH_BUCKET", ""),
+            queue_url=e.get("PDFBATCH_QUEUE_URL", ""),
+            mysql_url=mysql_url,
+            redis_url=redis_url,
+            endpoint_url=e.get("AWS_ENDPOINT_URL") or None,
+            public_endpoint_url=e.get("PDFBATCH_PUBLIC_ENDPOINT_URL") or None,
+            region=e.get("AWS_REGION") or e.get("AWS_DEFAULT_REGION") or "us-east-1",
+            progress_ttl_seconds=_int(e, "PDFBATCH_PROGRESS_TTL_SECONDS", 3600),
+            upload_max_bytes=_int(e, "PDFBATCH_UPLOAD_MAX_BYTES", 5 * 1024**3),
+            upload_url_expires_seconds=_int(e, "PDFBATCH_UPLOAD_URL_EXPIRES_SECONDS", 3600),
+            max_receive_count=_int(e, "PDFBATCH_MAX_RECEIVE_COUNT", 5),
+            stage_workers=_int(e, "PDFBATCH_STAGE_WORKERS", 8),
+            pdf_url_prefix=e.get("PDFBATCH_PDF_URL_PREFIX", "s3://"),
+            limits=limits,
+            users=users,
+        )
+
+    def require(self, *names: str) -> None:
+        """Fail with a ConfigError naming the variable when a setting a function needs is empty."""
+        env_names = {"bucket": "PDFBATCH_BUCKET", "queue_url": "PDFBATCH_QUEUE_URL"}
+        for name in names:
+            if not getattr(self, name):
+                raise ConfigError(f"{env_names.get(name, name)} is not set")
+
+    def pdf_url(self, key: str) -> str:
+        """The value written to users.pdf_url for an object in the bucket."""
+        if self.pdf_url_prefix == "s3://":
+            return f"s3://{self.bucket}/{key}"
+        return self.pdf_url_prefix.rstrip("/") + "/" + key
+
+
+@dataclass(frozen=True)
+class MysqlParams:
+    """Connection parameters parsed from a mysql:// URL."""
+
+    host: str
+    port: int
+    user: str
+    password: str
+    database: str
+
+
+def parse_mysql_url(url: str) -> MysqlParams:
+    """Parse ``mysql://user:pass@host:port/db``; raise ConfigError when it is not one."""
+    parsed = urlparse(url)
+    if parsed.scheme not in ("mysql", "mysql+pymysql", "mariadb") or not parsed.hostname:
+        raise ConfigError("PDFBATCH_MYSQL_URL must look like mysql://user:password@host:3306/database")
+    database = parsed.path.lstrip("/")
+    if not database or not _IDENT.fullmatch(database):
+        raise ConfigError("PDFBATCH_MYSQL_URL must name a database, e.g. mysql://root@127.0.0.1:3306/pdfbatch")
+    return MysqlParams(
+        host=parsed.hostname,
+        port=parsed.port or 3306,
+        user=unquote(parsed.username or "root"),
+        password=unquote(parsed.password or ""),
+        database=database,
+    )
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name} must be an integer, got {raw!r}") from exc
+    if value < 0:
+        raise ConfigError(f"{name} must not be negative")
+    return value
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name} must be a number, got {raw!r}") from exc
+    if value <= 0:
+        raise ConfigError(f"{name} must be positive")
+    return value
+
+
+def _ident(env: Mapping[str, str], name: str, default: str) -> str:
+    value = env.get(name) or default
+    if not _IDENT.fullmatch(value):
+        raise ConfigError(f"{name} must be a plain SQL identifier, got {value!r}")
+    return value

@@ -1,0 +1,84 @@
+"""Typed errors: each class says what the caller should do."""
+
+from __future__ import annotations
+
+
+class PdfBatchError(Exception):
+    """Base of every error pdfbatch raises on purpose."""
+
+    code = "error"
+
+
+class ConfigError(PdfBatchError):
+    """A required setting is missing or malformed: fix the environment, do not retry."""
+
+    code = "config_error"
+
+
+class InvalidInput(PdfBatchError):
+    """The caller sent something unusable: reject it, never retry."""
+
+    code = "invalid_input"
+
+
+class NotFound(PdfBatchError):
+    """The thing asked for does not exist (HTTP 404)."""
+
+    code = "not_found"
+
+
+class DependencyUnavailable(PdfBatchError):
+    """A service (MySQL, Redis, S3, SQS) failed in a way a retry can fix: let it propagate."""
+
+    code = "dependency_unavailable"
+
+    def __init__(self, dependency: str, detail: str = "") -> None:
+        self.dependency = dependency
+        super().__init__(f"{dependency} unavailable" + (f": {detail}" if detail else ""))
+
+
+class ProgressMissing(PdfBatchError):
+    """The Redis progress hash of a batch has expired or was never written."""
+
+    code = "progress_missing"
+
+
+# --- PDF reading: each maps to a recorded outcome reason, never retried ---
+
+
+class PdfRejected(PdfBatchError):
+    """The file cannot be read as a PDF; ``reason`` is the ledger reason."""
+
+    reason = "malformed_pdf"
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(detail or self.reason)
+
+
+class MalformedPdf(PdfRejected):
+    """Not a PDF, or truncated/corrupt (missing header, xref or %%EOF)."""
+
+    reason = "malformed_pdf"
+
+
+class EncryptedPdf(PdfRejected):
+    """The PDF needs a user password to open."""
+
+    reason = "encrypted"
+
+
+class PdfTimeout(PdfRejected):
+    """Reading the PDF exceeded its per-file budget."""
+
+    reason = "timeout"
+
+
+# --- ZIP reading ---
+
+
+class ArchiveRejected(PdfBatchError):
+    """The ZIP as a whole cannot be processed; ``reason`` becomes the batch's FAILED reason."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        self.reason = reason
+        super().__init__(detail or reason)

@@ -1,0 +1,139 @@
+"""Domain values shared by every step of the pipeline."""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+
+
+class Outcome(enum.StrEnum):
+    """The one final result of a PDF entry."""
+
+    LINKED = "linked"
+    SKIPPED_NO_MATCH = "skipped_no_match"
+    SKIPPED_ALREADY_EXISTS = "skipped_already_exists"
+    FAILED = "failed"
+
+
+COUNTED_OUTCOMES: tuple[str, ...] = tuple(o.value for o in Outcome)
+IGNORED = "ignored"  # entries that are not PDFs: listed, never counted
+
+
+class Reason(enum.StrEnum):
+    """Machine-readable reasons; each belongs to one outcome (see REASON_OUTCOME)."""
+
+    # linked
+    MATCHED = "matched"
+    # skipped_no_match
+    NO_TEXT_LAYER = "no_text_layer"
+    NO_EMAIL = "no_email"
+    NO_USER = "no_user"
+    # skipped_already_exists
+    ALREADY_LINKED = "already_linked"
+    # failed
+    MALFORMED_PDF = "malformed_pdf"
+    ENCRYPTED = "encrypted"
+    TIMEOUT = "timeout"
+    TOO_LARGE = "too_large"
+    ENCRYPTED_ZIP_ENTRY = "encrypted_zip_entry"
+    CORRUPT_ENTRY = "corrupt_entry"
+    UNSUPPORTED_COMPRESSION = "unsupported_compression"
+    GAVE_UP = "gave_up"  # kept failing on every delivery
+    # ignored (not counted)
+    DIRECTORY = "directory"
+    MACOS_METADATA = "macos_metadata"
+    HIDDEN_FILE = "hidden_file"
+    NOT_PDF = "not_pdf"
+
+
+REASON_OUTCOME: dict[str, str] = {
+    Reason.MATCHED: Outcome.LINKED,
+    Reason.NO_TEXT_LAYER: Outcome.SKIPPED_NO_MATCH,
+    Reason.NO_EMAIL: Outcome.SKIPPED_NO_MATCH,
+    Reason.NO_USER: Outcome.SKIPPED_NO_MATCH,
+    Reason.ALREADY_LINKED: Outcome.SKIPPED_ALREADY_EXISTS,
+    Reason.MALFORMED_PDF: Outcome.FAILED,
+    Reason.ENCRYPTED: Outcome.FAILED,
+    Reason.TIMEOUT: Outcome.FAILED,
+    Reason.TOO_LARGE: Outcome.FAILED,
+    Reason.ENCRYPTED_ZIP_ENTRY: Outcome.FAILED,
+    Reason.CORRUPT_ENTRY: Outcome.FAILED,
+    Reason.UNSUPPORTED_COMPRESSION: Outcome.FAILED,
+    Reason.GAVE_UP: Outcome.FAILED,
+    Reason.DIRECTORY: IGNORED,
+    Reason.MACOS_METADATA: IGNORED,
+    Reason.HIDDEN_FILE: IGNORED,
+    Reason.NOT_PDF: IGNORED,
+}
+
+
+class BatchStatus(enum.StrEnum):
+    """Lifecycle of a batch: PENDING (id handed out, nothing unpacked) -> PROCESSING -> final."""
+
+    PENDING = "PENDING"
+    PROCESSING = "PROCESSING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+
+
+FINAL_STATUSES = frozenset({BatchStatus.COMPLETED, BatchStatus.FAILED})
+
+BATCH_ID_RE = re.compile(r"^[0-9a-f]{32}$")
+
+
+def is_batch_id(value: str) -> bool:
+    """True when ``value`` has the shape of a batch id (32 lowercase hex characters)."""
+    return bool(BATCH_ID_RE.fullmatch(value))
+
+
+@dataclass(frozen=True)
+class FileResult:
+    """The recorded outcome of one entry."""
+
+    outcome: str
+    reason: str
+    user_id: int | None = None
+    final_key: str | None = None
+    sha256: str | None = None
+    detail: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FileTask:
+    """One SQS message: which staged entry of which batch to process."""
+
+    batch_id: str
+    index: int
+    staging_key: str
+    bucket: str
+
+    def to_message(self) -> dict[str, object]:
+        """The JSON body sent on the work queue."""
+        return {"batchId": self.batch_id, "index": self.index, "key": self.staging_key, "bucket": self.bucket}
+
+    @classmethod
+    def from_message(cls, body: dict[str, object]) -> FileTask:
+        """Parse a queue message body; raises InvalidInput on a malformed one."""
+        from pdfbatch.errors import InvalidInput
+
+        try:
+            batch_id = str(body["batchId"])
+            index = int(body["index"])  # type: ignore[call-overload]
+            key = str(body["key"])
+            bucket = str(body["bucket"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidInput("malformed work message") from exc
+        if not is_batch_id(batch_id) or index < 0:
+            raise InvalidInput("malformed work message")
+        return cls(batch_id=batch_id, index=index, staging_key=key, bucket=bucket)
+
+
+def staging_key(batch_id: str, index: int) -> str:
+    """Where entry ``index`` of a batch is staged: derived from ids only, never from the entry name."""
+    return f"staging/{batch_id}/{index:07d}.pdf"
+
+
+def final_key(user_id: int, sha256: str) -> str:
+    """Where a linked PDF lives: one key per user and content, so a re-run rewrites the same object."""
+    return f"pdfs/{user_id}/{sha256}.pdf"
