@@ -40,6 +40,7 @@ class Reason(enum.StrEnum):
     CORRUPT_ENTRY = "corrupt_entry"
     UNSUPPORTED_COMPRESSION = "unsupported_compression"
     GAVE_UP = "gave_up"  # kept failing on every delivery
+    MISSING_OBJECT = "missing_object"  # the staged copy was gone (expired or deleted)
     # ignored (not counted)
     DIRECTORY = "directory"
     MACOS_METADATA = "macos_metadata"
@@ -61,6 +62,7 @@ REASON_OUTCOME: dict[str, str] = {
     Reason.CORRUPT_ENTRY: Outcome.FAILED,
     Reason.UNSUPPORTED_COMPRESSION: Outcome.FAILED,
     Reason.GAVE_UP: Outcome.FAILED,
+    Reason.MISSING_OBJECT: Outcome.FAILED,
     Reason.DIRECTORY: IGNORED,
     Reason.MACOS_METADATA: IGNORED,
     Reason.HIDDEN_FILE: IGNORED,

@@ -1,0 +1,459 @@
+"""The ledger (batches and per-file results) and the customer's users table, over one pymysql connection."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import pymysql
+import pymysql.cursors
+
+from pdfbatch.config import MysqlParams, UsersTable, parse_mysql_url
+from pdfbatch.errors import DependencyUnavailable
+from pdfbatch.model import COUNTED_OUTCOMES, FINAL_STATUSES, FileResult
+from pdfbatch.ports import BatchRow, FileRow, NewEntry, UserRow
+
+SCHEMA = (
+    """
+    CREATE TABLE IF NOT EXISTS pdfbatch_batches (
+      batch_id CHAR(32) NOT NULL PRIMARY KEY,
+      bucket VARCHAR(63) NOT NULL,
+      object_key VARCHAR(1024) NOT NULL,
+      key_hash BINARY(32) NOT NULL,
+      source VARCHAR(8) NOT NULL,
+      status VARCHAR(16) NOT NULL,
+      total_files INT NULL,
+      ignored_files INT NOT NULL DEFAULT 0,
+      counts LONGTEXT NULL,
+      reason VARCHAR(64) NULL,
+      created_at DOUBLE NOT NULL,
+      updated_at DOUBLE NOT NULL,
+      unpacked_at DOUBLE NULL,
+      completed_at DOUBLE NULL,
+      KEY by_key (key_hash, created_at)
+    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS pdfbatch_files (
+      batch_id CHAR(32) NOT NULL,
+      entry_index INT NOT NULL,
+      entry_name TEXT NOT NULL,
+      kind VARCHAR(8) NOT NULL,
+      size BIGINT NOT NULL DEFAULT 0,
+      sha256 CHAR(64) NULL,
+      outcome VARCHAR(32) NULL,
+      reason VARCHAR(32) NULL,
+      user_id BIGINT NULL,
+      final_key VARCHAR(1024) NULL,
+      attempts INT NOT NULL DEFAULT 0,
+      timings TEXT NULL,
+      created_at DOUBLE NOT NULL,
+      started_at DOUBLE NULL,
+      finished_at DOUBLE NULL,
+      PRIMARY KEY (batch_id, entry_index),
+      KEY by_sha (sha256)
+    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
+    """,
+)
+
+# Connections unused for longer than this are pinged (and reconnected) before use.
+_STALE_AFTER_SECONDS = 10.0
+
+
+class MysqlClient:
+    """One lazily opened connection per execution environment, reused and reconnected when stale."""
+
+    def __init__(self, params: MysqlParams, connect_timeout: float = 5.0) -> None:
+        self.params = params
+        self._connect_timeout = connect_timeout
+        self._conn: pymysql.connections.Connection[Any] | None = None
+        self._last_used = 0.0
+        self._lock = threading.RLock()  # pymysql connections are not thread-safe
+
+    @classmethod
+    def from_url(cls, url: str) -> MysqlClient:
+        """Build from a mysql:// URL (no connection is opened yet)."""
+        return cls(parse_mysql_url(url))
+
+    def _connect(self) -> pymysql.connections.Connection[Any]:
+        return pymysql.connect(
+            host=self.params.host,
+            port=self.params.port,
+            user=self.params.user,
+            password=self.params.password,
+            database=self.params.database,
+            charset="utf8mb4",
+            autocommit=True,
+            connect_timeout=int(self._connect_timeout),
+            read_timeout=30,
+            write_timeout=30,
+            cursorclass=pymysql.cursors.DictCursor,
+        )
+
+    @contextmanager
+    def cursor(self) -> Iterator[pymysql.cursors.DictCursor]:
+        """A cursor on the shared connection; library errors become DependencyUnavailable('mysql')."""
+        with self._lock:
+            try:
+                if self._conn is None:
+                    self._conn = self._connect()
+                elif time.monotonic() - self._last_used > _STALE_AFTER_SECONDS:
+                    self._conn.ping(reconnect=True)
+                with self._conn.cursor() as cur:
+                    yield cur
+                self._last_used = time.monotonic()
+            except (pymysql.err.OperationalError, pymysql.err.InterfaceError, OSError) as exc:
+                self.close()
+                raise DependencyUnavailable("mysql", type(exc).__name__) from exc
+            except pymysql.err.InternalError as exc:
+                self.close()
+                raise DependencyUnavailable("mysql", type(exc).__name__) from exc
+
+    @contextmanager
+    def transaction(self) -> Iterator[pymysql.cursors.DictCursor]:
+        """A cursor inside BEGIN ... COMMIT (ROLLBACK on any error)."""
+        with self.cursor() as cur:
+            assert self._conn is not None
+            cur.execute("BEGIN")
+            try:
+                yield cur
+            except BaseException:
+                try:
+                    self._conn.rollback()
+                except pymysql.err.Error:  # the connection is gone: the server rolls back itself
+                    self.close()
+                raise
+            self._conn.commit()
+
+    def close(self) -> None:
+        """Drop the connection; the next use reconnects."""
+        with self._lock:
+            if self._conn is not None:
+                try:
+                    self._conn.close()
+                except pymysql.err.Error:  # already closed by the server
+                    pass
+                self._conn = None
+
+    def ensure_schema(self) -> None:
+        """Create the ledger tables if missing (idempotent)."""
+        with self.cursor() as cur:
+            for statement in SCHEMA:
+                cur.execute(statement)
+
+
+def _key_hash(key: str) -> bytes:
+    import hashlib
+
+    return hashlib.sha256(key.encode("utf-8")).digest()
+
+
+def _batch(row: Mapping[str, Any]) -> BatchRow:
+    return BatchRow(
+        batch_id=row["batch_id"],
+        bucket=row["bucket"],
+        object_key=row["object_key"],
+        source=row["source"],
+        status=row["status"],
+        total_files=row["total_files"],
+        ignored_files=row["ignored_files"],
+        counts=json.loads(row["counts"]) if row["counts"] else {},
+        reason=row["reason"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        unpacked_at=row["unpacked_at"],
+        completed_at=row["completed_at"],
+    )
+
+
+def _file(row: Mapping[str, Any]) -> FileRow:
+    return FileRow(
+        batch_id=row["batch_id"],
+        index=row["entry_index"],
+        name=row["entry_name"],
+        kind=row["kind"],
+        outcome=row["outcome"],
+        reason=row["reason"],
+        user_id=row["user_id"],
+        final_key=row["final_key"],
+        sha256=row["sha256"],
+        size=row["size"],
+        attempts=row["attempts"],
+        created_at=row["created_at"],
+        finished_at=row["finished_at"],
+        timings=json.loads(row["timings"]) if row["timings"] else {},
+    )
+
+
+class MysqlLedger:
+    """Ledger and Users over one MysqlClient (they share the connection, so linking is one transaction)."""
+
+    def __init__(self, client: MysqlClient, users: UsersTable, clock: Any = time.time) -> None:
+        self.client = client
+        self.users = users
+        self._clock = clock
+        # Identifiers are validated in config (plain names), so formatting them in is safe.
+        u = users
+        self._sql_find_users = (
+            f"SELECT `{u.id_column}` AS id, `{u.email_column}` AS email, `{u.pdf_url_column}` AS pdf_url "
+            f"FROM {_quote_table(u.table)} WHERE `{u.email_column}` IN ({{placeholders}})"
+        )
+        self._sql_pdf_url = (
+            f"SELECT `{u.pdf_url_column}` AS pdf_url FROM {_quote_table(u.table)} WHERE `{u.id_column}` = %s"
+        )
+        self._sql_link = (
+            f"UPDATE {_quote_table(u.table)} SET `{u.pdf_url_column}` = %s "
+            f"WHERE `{u.id_column}` = %s AND (`{u.pdf_url_column}` IS NULL OR `{u.pdf_url_column}` = '')"
+        )
+
+    # ---- users -------------------------------------------------------------------------------
+
+    def find_by_emails(self, emails: Sequence[str]) -> dict[str, UserRow]:
+        """Users whose email is in ``emails``; relies on the column's case-insensitive collation."""
+        if not emails:
+            return {}
+        sql = self._sql_find_users.format(placeholders=", ".join(["%s"] * len(emails)))
+        with self.client.cursor() as cur:
+            cur.execute(sql, list(emails))
+            rows = cur.fetchall()
+        found: dict[str, UserRow] = {}
+        for row in rows:
+            email = str(row["email"]).strip().lower()
+            found.setdefault(email, UserRow(id=int(row["id"]), email=email, pdf_url=row["pdf_url"] or None))
+        return found
+
+    def pdf_url_of(self, user_id: int) -> str | None:
+        """The user's current pdf_url (None when empty or no such user)."""
+        with self.client.cursor() as cur:
+            cur.execute(self._sql_pdf_url, (user_id,))
+            row = cur.fetchone()
+        return (row["pdf_url"] or None) if row else None
+
+    # ---- batches -----------------------------------------------------------------------------
+
+    def create_batch(self, batch_id: str, bucket: str, key: str, source: str, status: str) -> BatchRow:
+        """Insert the batch if new and return the stored row."""
+        now = self._clock()
+        with self.client.cursor() as cur:
+            cur.execute(
+                "INSERT IGNORE INTO pdfbatch_batches "
+                "(batch_id, bucket, object_key, key_hash, source, status, created_at, updated_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                (batch_id, bucket, key, _key_hash(key), source, status, now, now),
+            )
+            cur.execute("SELECT * FROM pdfbatch_batches WHERE batch_id = %s", (batch_id,))
+            row = cur.fetchone()
+        assert row is not None
+        return _batch(row)
+
+    def get_batch(self, batch_id: str) -> BatchRow | None:
+        """The batch row, or None."""
+        with self.client.cursor() as cur:
+            cur.execute("SELECT * FROM pdfbatch_batches WHERE batch_id = %s", (batch_id,))
+            row = cur.fetchone()
+        return _batch(row) if row else None
+
+    def find_batches(self, key: str) -> list[BatchRow]:
+        """Batches created from ``key`` (newest first, at most 100)."""
+        with self.client.cursor() as cur:
+            cur.execute(
+                "SELECT * FROM pdfbatch_batches WHERE key_hash = %s AND object_key = %s "
+                "ORDER BY created_at DESC LIMIT 100",
+                (_key_hash(key), key),
+            )
+            rows = cur.fetchall()
+        return [_batch(r) for r in rows]
+
+    def start_batch(self, batch_id: str, total_files: int, ignored_files: int) -> None:
+        """Record totals; PENDING becomes PROCESSING, final statuses are kept."""
+        with self.client.cursor() as cur:
+            cur.execute(
+                "UPDATE pdfbatch_batches SET total_files = %s, ignored_files = %s, updated_at = %s, "
+                "status = IF(status IN ('COMPLETED', 'FAILED'), status, 'PROCESSING') WHERE batch_id = %s",
+                (total_files, ignored_files, self._clock(), batch_id),
+            )
+
+    def mark_unpacked(self, batch_id: str) -> None:
+        """Record when unpacking finished (first time only)."""
+        now = self._clock()
+        with self.client.cursor() as cur:
+            cur.execute(
+                "UPDATE pdfbatch_batches SET unpacked_at = COALESCE(unpacked_at, %s), updated_at = %s "
+                "WHERE batch_id = %s",
+                (now, now, batch_id),
+            )
+
+    def finish_batch(self, batch_id: str, status: str, counts: Mapping[str, int], reason: str | None) -> None:
+        """Write the final status and summary once; later calls change nothing."""
+        assert status in FINAL_STATUSES
+        now = self._clock()
+        with self.client.cursor() as cur:
+            cur.execute(
+                "UPDATE pdfbatch_batches SET status = %s, counts = %s, reason = %s, "
+                "completed_at = %s, updated_at = %s "
+                "WHERE batch_id = %s AND status NOT IN ('COMPLETED', 'FAILED')",
+                (status, json.dumps(dict(counts), sort_keys=True), reason, now, now, batch_id),
+            )
+
+    # ---- files -------------------------------------------------------------------------------
+
+    def add_entries(self, batch_id: str, entries: Iterable[NewEntry]) -> None:
+        """Register entries in chunks; rows that exist are kept as they are."""
+        now = self._clock()
+        rows = [
+            (
+                batch_id,
+                e.index,
+                e.name,
+                e.kind,
+                e.size,
+                e.outcome,
+                e.reason,
+                now,
+                now if e.outcome else None,
+            )
+            for e in entries
+        ]
+        with self.client.cursor() as cur:
+            for start in range(0, len(rows), 1000):
+                cur.executemany(
+                    "INSERT IGNORE INTO pdfbatch_files "
+                    "(batch_id, entry_index, entry_name, kind, size, outcome, reason, created_at, finished_at) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    rows[start : start + 1000],
+                )
+
+    def get_file(self, batch_id: str, index: int) -> FileRow | None:
+        """One entry's row."""
+        with self.client.cursor() as cur:
+            cur.execute(
+                "SELECT * FROM pdfbatch_files WHERE batch_id = %s AND entry_index = %s", (batch_id, index)
+            )
+            row = cur.fetchone()
+        return _file(row) if row else None
+
+    def begin_attempt(self, batch_id: str, index: int) -> int:
+        """Count an attempt and return its number."""
+        with self.client.cursor() as cur:
+            cur.execute(
+                "UPDATE pdfbatch_files SET attempts = attempts + 1, started_at = %s "
+                "WHERE batch_id = %s AND entry_index = %s",
+                (self._clock(), batch_id, index),
+            )
+            cur.execute(
+                "SELECT attempts FROM pdfbatch_files WHERE batch_id = %s AND entry_index = %s",
+                (batch_id, index),
+            )
+            row = cur.fetchone()
+        return int(row["attempts"]) if row else 0
+
+    def _record_sql(self) -> str:
+        return (
+            "UPDATE pdfbatch_files SET outcome = %s, reason = %s, user_id = %s, final_key = %s, "
+            "sha256 = COALESCE(%s, sha256), timings = %s, finished_at = %s "
+            "WHERE batch_id = %s AND entry_index = %s AND outcome IS NULL"
+        )
+
+    def _record_args(self, batch_id: str, index: int, result: FileResult) -> tuple[Any, ...]:
+        return (
+            result.outcome,
+            result.reason,
+            result.user_id,
+            result.final_key,
+            result.sha256,
+            json.dumps(result.detail, sort_keys=True) if result.detail else None,
+            self._clock(),
+            batch_id,
+            index,
+        )
+
+    def record(self, batch_id: str, index: int, result: FileResult) -> FileRow:
+        """Record ``result`` unless an outcome is already there; return the row as stored."""
+        with self.client.cursor() as cur:
+            cur.execute(self._record_sql(), self._record_args(batch_id, index, result))
+            cur.execute(
+                "SELECT * FROM pdfbatch_files WHERE batch_id = %s AND entry_index = %s", (batch_id, index)
+            )
+            row = cur.fetchone()
+        if row is None:
+            raise LookupError(f"no ledger row for batch entry {index}")
+        return _file(row)
+
+    def link(self, batch_id: str, index: int, user_id: int, pdf_url: str, result: FileResult) -> bool:
+        """Set the user's pdf_url and record ``result`` in one transaction; False when either was taken."""
+        try:
+            with self.client.transaction() as cur:
+                cur.execute(self._sql_link, (pdf_url, user_id))
+                if cur.rowcount != 1:
+                    raise _NotLinked  # another file (or batch) linked this user first
+                cur.execute(self._record_sql(), self._record_args(batch_id, index, result))
+                if cur.rowcount != 1:
+                    raise _NotLinked  # another delivery of this very file recorded it first
+        except _NotLinked:
+            return False
+        return True
+
+    def list_files(
+        self, batch_id: str, after_index: int, limit: int, outcome: str | None = None
+    ) -> list[FileRow]:
+        """Entries after ``after_index`` in index order, optionally of one outcome."""
+        sql = "SELECT * FROM pdfbatch_files WHERE batch_id = %s AND entry_index > %s"
+        args: list[Any] = [batch_id, after_index]
+        if outcome == "not_linked":
+            sql += " AND kind = 'pdf' AND outcome IS NOT NULL AND outcome <> 'linked'"
+        elif outcome == "pending":
+            sql += " AND outcome IS NULL"
+        elif outcome:
+            sql += " AND outcome = %s"
+            args.append(outcome)
+        sql += " ORDER BY entry_index LIMIT %s"
+        args.append(limit)
+        with self.client.cursor() as cur:
+            cur.execute(sql, args)
+            rows = cur.fetchall()
+        return [_file(r) for r in rows]
+
+    def outcome_counts(self, batch_id: str) -> dict[str, int]:
+        """Counts by outcome and ``reason:<r>`` of counted entries, plus ``processed`` and ``ignored``."""
+        with self.client.cursor() as cur:
+            cur.execute(
+                "SELECT kind, outcome, reason, COUNT(*) AS n FROM pdfbatch_files "
+                "WHERE batch_id = %s AND outcome IS NOT NULL GROUP BY kind, outcome, reason",
+                (batch_id,),
+            )
+            rows = cur.fetchall()
+        counts: dict[str, int] = {o: 0 for o in COUNTED_OUTCOMES}
+        counts["processed"] = 0
+        counts["ignored"] = 0
+        for row in rows:
+            n = int(row["n"])
+            if row["kind"] != "pdf":
+                counts["ignored"] += n
+                continue
+            counts[row["outcome"]] = counts.get(row["outcome"], 0) + n
+            counts[f"reason:{row['reason']}"] = counts.get(f"reason:{row['reason']}", 0) + n
+            counts["processed"] += n
+        return counts
+
+    def done_indices(self, batch_id: str) -> list[int]:
+        """Indices of PDF entries with an outcome."""
+        with self.client.cursor() as cur:
+            cur.execute(
+                "SELECT entry_index FROM pdfbatch_files "
+                "WHERE batch_id = %s AND kind = 'pdf' AND outcome IS NOT NULL",
+                (batch_id,),
+            )
+            rows = cur.fetchall()
+        return [int(r["entry_index"]) for r in rows]
+
+
+class _NotLinked(Exception):
+    """Internal: rolls back link() when the user or the file was taken meanwhile."""
+
+
+def _quote_table(name: str) -> str:
+    return ".".join(f"`{part}`" for part in name.split("."))

@@ -1,0 +1,217 @@
+"""Live progress of each batch in Redis: one hash and one set of counted entry indices per batch.
+
+Every update is a Lua script, so "count this file once" is a single atomic step (no WATCH/MULTI
+retry loops) and the TTL is refreshed on every write. Keys carry the batch id as a hash tag, so
+both keys of a batch live on one slot of a Redis Cluster too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import redis
+
+from pdfbatch.errors import DependencyUnavailable, ProgressMissing
+
+_COMPLETE_IF_DONE = """
+local function complete_if_done(key, now)
+  local st = redis.call('HGET', key, 'status')
+  if st == 'COMPLETED' or st == 'FAILED' then return st end
+  if redis.call('HGET', key, 'unpacked') ~= '1' then return st end
+  local total = tonumber(redis.call('HGET', key, 'totalFiles') or '-1')
+  local processed = tonumber(redis.call('HGET', key, 'processed') or '0')
+  if total >= 0 and processed >= total then
+    redis.call('HSET', key, 'status', 'COMPLETED', 'completedAt', now, 'updatedAt', now)
+    return 'COMPLETED'
+  end
+  return st
+end
+local function touch(ttl)
+  redis.call('EXPIRE', KEYS[1], ttl)
+  if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('EXPIRE', KEYS[2], ttl) end
+end
+"""
+
+# KEYS: hash, done set. ARGV: status, totalFiles ('' = unknown), now, ttl, ignored
+_INIT = (
+    _COMPLETE_IF_DONE
+    + """
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], 'status', ARGV[1], 'processed', 0, 'linked', 0, 'skipped_no_match', 0,
+             'skipped_already_exists', 0, 'failed', 0, 'unpacked', 0, 'createdAt', ARGV[3],
+             'updatedAt', ARGV[3], 'ignored', ARGV[5])
+  if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], 'totalFiles', ARGV[2]) end
+else
+  local st = redis.call('HGET', KEYS[1], 'status')
+  if st ~= 'COMPLETED' and st ~= 'FAILED' and not (ARGV[1] == 'PENDING' and st == 'PROCESSING') then
+    redis.call('HSET', KEYS[1], 'status', ARGV[1], 'updatedAt', ARGV[3], 'ignored', ARGV[5])
+    if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], 'totalFiles', ARGV[2]) end
+  end
+end
+touch(ARGV[4])
+return redis.call('HGET', KEYS[1], 'status')
+"""
+)
+
+# KEYS: hash, done set. ARGV: index, outcome, reason, now, ttl
+_COUNT = (
+    _COMPLETE_IF_DONE
+    + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, ''} end
+local added = redis.call('SADD', KEYS[2], ARGV[1])
+if added == 1 then
+  redis.call('HINCRBY', KEYS[1], 'processed', 1)
+  redis.call('HINCRBY', KEYS[1], ARGV[2], 1)
+  redis.call('HINCRBY', KEYS[1], 'reason:' .. ARGV[3], 1)
+  redis.call('HSET', KEYS[1], 'updatedAt', ARGV[4])
+  if redis.call('HEXISTS', KEYS[1], 'firstDoneAt') == 0 then
+    redis.call('HSET', KEYS[1], 'firstDoneAt', ARGV[4])
+  end
+end
+local st = complete_if_done(KEYS[1], ARGV[4])
+touch(ARGV[5])
+return {added, st}
+"""
+)
+
+# KEYS: hash, done set. ARGV: totalFiles, now, ttl
+_UNPACKED = (
+    _COMPLETE_IF_DONE
+    + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local st = redis.call('HGET', KEYS[1], 'status')
+if st ~= 'COMPLETED' and st ~= 'FAILED' then
+  redis.call('HSET', KEYS[1], 'unpacked', 1, 'totalFiles', ARGV[1], 'unpackedAt', ARGV[2],
+             'updatedAt', ARGV[2])
+end
+st = complete_if_done(KEYS[1], ARGV[2])
+touch(ARGV[3])
+return st
+"""
+)
+
+# KEYS: hash, done set. ARGV: reason, now, ttl
+_FAIL = (
+    _COMPLETE_IF_DONE
+    + """
+local st = redis.call('HGET', KEYS[1], 'status')
+if st ~= 'COMPLETED' and st ~= 'FAILED' then
+  if not st then
+    redis.call('HSET', KEYS[1], 'processed', 0, 'linked', 0, 'skipped_no_match', 0,
+               'skipped_already_exists', 0, 'failed', 0, 'unpacked', 0, 'createdAt', ARGV[2])
+  end
+  redis.call('HSET', KEYS[1], 'status', 'FAILED', 'reason', ARGV[1], 'completedAt', ARGV[2],
+             'updatedAt', ARGV[2])
+end
+touch(ARGV[3])
+return redis.call('HGET', KEYS[1], 'status')
+"""
+)
+
+# KEYS: hash, done set. ARGV: ttl, npairs, field1, value1, ..., then done indices
+_REBUILD = (
+    _COMPLETE_IF_DONE
+    + """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local npairs = tonumber(ARGV[2])
+for i = 0, npairs - 1 do
+  redis.call('HSET', KEYS[1], ARGV[3 + 2 * i], ARGV[4 + 2 * i])
+end
+redis.call('DEL', KEYS[2])
+for i = 3 + 2 * npairs, #ARGV do
+  redis.call('SADD', KEYS[2], ARGV[i])
+end
+touch(ARGV[1])
+return 1
+"""
+)
+
+
+def progress_key(batch_id: str) -> str:
+    """The hash holding a batch's live counters."""
+    return f"pdfbatch:{{{batch_id}}}:progress"
+
+
+def done_key(batch_id: str) -> str:
+    """The set of entry indices already counted for a batch."""
+    return f"pdfbatch:{{{batch_id}}}:done"
+
+
+class RedisProgress:
+    """Progress counters over a redis-py client (thread-safe: it pools connections)."""
+
+    def __init__(self, client: redis.Redis, ttl_seconds: int = 3600) -> None:
+        self.client = client
+        self.ttl = ttl_seconds
+        self._init = client.register_script(_INIT)
+        self._count = client.register_script(_COUNT)
+        self._unpacked = client.register_script(_UNPACKED)
+        self._fail = client.register_script(_FAIL)
+        self._rebuild = client.register_script(_REBUILD)
+
+    @classmethod
+    def from_url(cls, url: str, ttl_seconds: int = 3600) -> RedisProgress:
+        """Build from a redis:// URL (connections open lazily)."""
+        client = redis.Redis.from_url(
+            url, socket_connect_timeout=3, socket_timeout=5, health_check_interval=30, decode_responses=True
+        )
+        return cls(client, ttl_seconds)
+
+    def _run(self, script: Any, batch_id: str, args: Sequence[Any]) -> Any:
+        try:
+            return script(keys=[progress_key(batch_id), done_key(batch_id)], args=list(args))
+        except redis.exceptions.RedisError as exc:
+            raise DependencyUnavailable("redis", type(exc).__name__) from exc
+
+    def init_batch(
+        self, batch_id: str, status: str, total_files: int | None, now: float, ignored: int = 0
+    ) -> None:
+        """Create the hash (counters at 0) or update status/total of a non-final batch."""
+        total = "" if total_files is None else str(total_files)
+        self._run(self._init, batch_id, [status, total, _ts(now), self.ttl, ignored])
+
+    def count(self, batch_id: str, index: int, outcome: str, reason: str, now: float) -> tuple[bool, str]:
+        """Count one file once; return (newly counted, status)."""
+        added, status = self._run(self._count, batch_id, [index, outcome, reason, _ts(now), self.ttl])
+        if int(added) == -1:
+            raise ProgressMissing(batch_id)
+        return int(added) == 1, str(status)
+
+    def mark_unpacked(self, batch_id: str, total_files: int, now: float) -> str:
+        """Unpacking finished; returns the status afterwards."""
+        status = self._run(self._unpacked, batch_id, [total_files, _ts(now), self.ttl])
+        if status == -1:
+            raise ProgressMissing(batch_id)
+        return str(status)
+
+    def fail(self, batch_id: str, reason: str, now: float) -> None:
+        """Mark the batch FAILED (unless already final)."""
+        self._run(self._fail, batch_id, [reason, _ts(now), self.ttl])
+
+    def get(self, batch_id: str) -> dict[str, str] | None:
+        """The raw hash, or None."""
+        try:
+            data = self.client.hgetall(progress_key(batch_id))
+        except redis.exceptions.RedisError as exc:
+            raise DependencyUnavailable("redis", type(exc).__name__) from exc
+        return dict(data) if data else None
+
+    def rebuild(self, batch_id: str, fields: Mapping[str, str | int | float], done: Sequence[int]) -> bool:
+        """Recreate the hash and done set from a ledger snapshot unless the hash exists again."""
+        args: list[Any] = [self.ttl, len(fields)]
+        for name, value in fields.items():
+            args.extend([name, value])
+        args.extend(done)
+        return int(self._run(self._rebuild, batch_id, args)) == 1
+
+    def ping(self) -> None:
+        """Raise DependencyUnavailable when Redis does not answer."""
+        try:
+            self.client.ping()
+        except redis.exceptions.RedisError as exc:
+            raise DependencyUnavailable("redis", type(exc).__name__) from exc
+
+
+def _ts(now: float) -> str:
+    return f"{now:.3f}"

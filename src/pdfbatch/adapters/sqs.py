@@ -1,0 +1,54 @@
+"""The work queue: one message per staged PDF, sent ten at a time."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from pdfbatch.errors import DependencyUnavailable
+from pdfbatch.model import FileTask
+
+_ATTEMPTS = 5
+
+
+class SqsQueue:
+    """WorkQueue over a boto3 SQS client; entries SQS refuses are re-sent, then the call fails."""
+
+    def __init__(self, client: Any, queue_url: str, sleep: Any = time.sleep) -> None:
+        self.client = client
+        self.queue_url = queue_url
+        self._sleep = sleep
+
+    def send_tasks(self, tasks: Sequence[FileTask]) -> None:
+        """Send every task; raise DependencyUnavailable if some are still refused after retries."""
+        for start in range(0, len(tasks), 10):
+            self._send_ten(tasks[start : start + 10])
+
+    def _send_ten(self, tasks: Sequence[FileTask]) -> None:
+        pending = {str(i): t for i, t in enumerate(tasks)}
+        for attempt in range(_ATTEMPTS):
+            entries = [
+                {"Id": entry_id, "MessageBody": json.dumps(task.to_message(), separators=(",", ":"))}
+                for entry_id, task in pending.items()
+            ]
+            try:
+                response = self.client.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
+            except (ClientError, BotoCoreError) as exc:
+                if attempt == _ATTEMPTS - 1:
+                    raise DependencyUnavailable("sqs", type(exc).__name__) from exc
+                self._sleep(0.1 * 2**attempt)
+                continue
+            # SendMessageBatch answers 200 even when some entries were refused.
+            failed = response.get("Failed") or []
+            sender_faults = [f for f in failed if f.get("SenderFault")]
+            if sender_faults:
+                raise DependencyUnavailable("sqs", f"message refused: {sender_faults[0].get('Code')}")
+            pending = {f["Id"]: pending[f["Id"]] for f in failed}
+            if not pending:
+                return
+            self._sleep(0.1 * 2**attempt)
+        raise DependencyUnavailable("sqs", f"{len(pending)} messages not accepted")

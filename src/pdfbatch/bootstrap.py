@@ -1,0 +1,82 @@
+"""The one place that builds clients: once per execution environment, lazily, never at import time."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from pdfbatch.config import Settings
+from pdfbatch.services import Deps
+
+
+def boto3_client(service: str, settings: Settings, endpoint_url: str | None = None, **config: Any) -> Any:
+    """A boto3 client for ``service`` pointed at AWS_ENDPOINT_URL when set (LocalStack)."""
+    import boto3
+    from botocore.config import Config
+
+    options: dict[str, Any] = {"retries": {"mode": "standard", "max_attempts": 5}, "connect_timeout": 5,
+                               "read_timeout": 60}
+    options.update(config)
+    endpoint = endpoint_url or settings.endpoint_url
+    if service == "s3" and endpoint:
+        # LocalStack (and S3-compatible stores) are reached by path, not by virtual host.
+        options.setdefault("s3", {"addressing_style": "path"})
+    if service == "s3":
+        options.setdefault("signature_version", "s3v4")
+    return boto3.session.Session().client(
+        service, region_name=settings.region, endpoint_url=endpoint, config=Config(**options)
+    )
+
+
+def build_deps(settings: Settings, *, need_queue: bool = False, ensure_schema: bool = True) -> Deps:
+    """Build every adapter from settings; the MySQL and Redis connections open on first use."""
+    from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
+    from pdfbatch.adapters.redis import RedisProgress
+    from pdfbatch.adapters.s3 import S3Store
+    from pdfbatch.adapters.sqs import SqsQueue
+
+    settings.require("bucket")
+    if need_queue:
+        settings.require("queue_url")
+    pool = max(10, settings.stage_workers + 2)
+    s3 = boto3_client("s3", settings, max_pool_connections=pool)
+    presign = s3
+    if settings.public_endpoint_url and settings.public_endpoint_url != settings.endpoint_url:
+        presign = boto3_client("s3", settings, endpoint_url=settings.public_endpoint_url)
+    mysql = MysqlClient.from_url(settings.mysql_url)
+    ledger = MysqlLedger(mysql, settings.users)
+    if ensure_schema:
+        mysql.ensure_schema()
+    queue = None
+    if settings.queue_url:
+        queue = SqsQueue(boto3_client("sqs", settings, max_pool_connections=pool), settings.queue_url)
+    return Deps(
+        settings=settings,
+        store=S3Store(s3, presign),
+        ledger=ledger,
+        users=ledger,
+        progress=RedisProgress.from_url(settings.redis_url, settings.progress_ttl_seconds),
+        queue=queue,
+    )
+
+
+_override: Deps | None = None
+
+
+@functools.cache
+def _cached(need_queue: bool) -> Deps:
+    return build_deps(Settings.from_env(), need_queue=need_queue)
+
+
+def get_deps(need_queue: bool = False) -> Deps:
+    """The execution environment's dependencies: built on first call, then reused across invocations."""
+    if _override is not None:
+        return _override
+    return _cached(need_queue)
+
+
+def override(deps: Deps | None) -> None:
+    """Inject dependencies (tests); None returns to building them from the environment."""
+    global _override
+    _override = deps
+    _cached.cache_clear()

@@ -1,0 +1,213 @@
+"""Small interfaces the services depend on; adapters/ implement them over real clients."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any, Protocol
+
+from pdfbatch.model import FileResult, FileTask
+
+
+@dataclass(frozen=True)
+class UserRow:
+    """The three columns pdfbatch needs from the customer's users table."""
+
+    id: int
+    email: str
+    pdf_url: str | None
+
+
+@dataclass(frozen=True)
+class BatchRow:
+    """A batch as recorded in MySQL (the durable summary behind the Redis progress hash)."""
+
+    batch_id: str
+    bucket: str
+    object_key: str
+    source: str  # "api" (POST /batches) or "s3" (dropped with the AWS CLI)
+    status: str
+    total_files: int | None
+    ignored_files: int
+    counts: Mapping[str, int]
+    reason: str | None
+    created_at: float
+    updated_at: float
+    unpacked_at: float | None
+    completed_at: float | None
+
+
+@dataclass(frozen=True)
+class FileRow:
+    """One entry of a batch in the per-file ledger."""
+
+    batch_id: str
+    index: int
+    name: str
+    kind: str  # "pdf" or "ignored"
+    outcome: str | None
+    reason: str | None
+    user_id: int | None
+    final_key: str | None
+    sha256: str | None
+    size: int
+    attempts: int
+    created_at: float
+    finished_at: float | None
+    timings: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NewEntry:
+    """An entry to register in the ledger when a ZIP is unpacked."""
+
+    index: int
+    name: str
+    kind: str
+    size: int
+    outcome: str | None = None
+    reason: str | None = None
+
+
+class ObjectStore(Protocol):
+    """S3, as the pipeline uses it."""
+
+    def open_reader(self, bucket: str, key: str, size: int | None = None) -> IO[bytes]:
+        """A seekable file object over the object, fetched in ranges."""
+        ...
+
+    def head_size(self, bucket: str, key: str) -> int:
+        """The object's size in bytes; NotFound when it does not exist."""
+        ...
+
+    def get_bytes(self, bucket: str, key: str) -> bytes:
+        """The whole object; NotFound when it does not exist."""
+        ...
+
+    def put_bytes(self, bucket: str, key: str, data: bytes, content_type: str) -> None:
+        """Write an object."""
+        ...
+
+    def copy(self, bucket: str, source_key: str, dest_key: str) -> None:
+        """Server-side copy within the bucket."""
+        ...
+
+    def delete(self, bucket: str, key: str) -> None:
+        """Delete an object (no error when absent)."""
+        ...
+
+    def presigned_post(self, bucket: str, key: str, max_bytes: int, expires_in: int) -> dict[str, Any]:
+        """A presigned POST whose policy caps the size."""
+        ...
+
+
+class WorkQueue(Protocol):
+    """The SQS work queue."""
+
+    def send_tasks(self, tasks: Sequence[FileTask]) -> None:
+        """Send one message per task (SendMessageBatch, 10 per call); raise when any is not accepted."""
+        ...
+
+
+class Users(Protocol):
+    """Read access to the customer's users table."""
+
+    def find_by_emails(self, emails: Sequence[str]) -> dict[str, UserRow]:
+        """Users whose email matches any of ``emails`` (case-insensitive), keyed by lowercased email."""
+        ...
+
+    def pdf_url_of(self, user_id: int) -> str | None:
+        """The user's current pdf_url."""
+        ...
+
+
+class Ledger(Protocol):
+    """Durable per-batch and per-file records in MySQL."""
+
+    def create_batch(self, batch_id: str, bucket: str, key: str, source: str, status: str) -> BatchRow:
+        """Insert the batch if new; return the row as stored (existing rows are left alone)."""
+        ...
+
+    def get_batch(self, batch_id: str) -> BatchRow | None:
+        """The batch row, or None."""
+        ...
+
+    def find_batches(self, key: str) -> list[BatchRow]:
+        """Batches created from an object key, newest first."""
+        ...
+
+    def start_batch(self, batch_id: str, total_files: int, ignored_files: int) -> None:
+        """Record the inspected totals and move a non-final batch to PROCESSING."""
+        ...
+
+    def mark_unpacked(self, batch_id: str) -> None:
+        """Record that every entry has been staged or recorded."""
+        ...
+
+    def finish_batch(self, batch_id: str, status: str, counts: Mapping[str, int], reason: str | None) -> None:
+        """Write the final status and summary (idempotent; a final status is never changed)."""
+        ...
+
+    def add_entries(self, batch_id: str, entries: Iterable[NewEntry]) -> None:
+        """Register entries (idempotent: existing rows are kept)."""
+        ...
+
+    def get_file(self, batch_id: str, index: int) -> FileRow | None:
+        """One entry's row, or None."""
+        ...
+
+    def begin_attempt(self, batch_id: str, index: int) -> int:
+        """Count a processing attempt; return the attempt number."""
+        ...
+
+    def record(self, batch_id: str, index: int, result: FileResult) -> FileRow:
+        """Record the outcome unless one is already recorded; return the row as stored."""
+        ...
+
+    def link(self, batch_id: str, index: int, user_id: int, pdf_url: str, result: FileResult) -> bool:
+        """In one transaction set users.pdf_url where still empty and record ``result``; False if taken."""
+        ...
+
+    def list_files(
+        self, batch_id: str, after_index: int, limit: int, outcome: str | None = None
+    ) -> list[FileRow]:
+        """Entries of a batch in index order, after a cursor."""
+        ...
+
+    def outcome_counts(self, batch_id: str) -> dict[str, int]:
+        """Counts by outcome and by ``reason:<r>`` from the ledger (processed = sum of counted outcomes)."""
+        ...
+
+    def done_indices(self, batch_id: str) -> list[int]:
+        """Indices of PDF entries that already have an outcome."""
+        ...
+
+
+class Progress(Protocol):
+    """Live progress counters in Redis."""
+
+    def init_batch(
+        self, batch_id: str, status: str, total_files: int | None, now: float, ignored: int = 0
+    ) -> None:
+        """Create the hash if missing (counters at 0) or set status/total on a non-final one."""
+        ...
+
+    def count(self, batch_id: str, index: int, outcome: str, reason: str, now: float) -> tuple[bool, str]:
+        """Count one file once; return (newly counted, status). Raises ProgressMissing when expired."""
+        ...
+
+    def mark_unpacked(self, batch_id: str, total_files: int, now: float) -> str:
+        """Unpacking is done; return the status (COMPLETED when every file is already counted)."""
+        ...
+
+    def fail(self, batch_id: str, reason: str, now: float) -> None:
+        """Mark the batch FAILED with a reason."""
+        ...
+
+    def get(self, batch_id: str) -> dict[str, str] | None:
+        """The raw hash, or None when missing."""
+        ...
+
+    def rebuild(self, batch_id: str, fields: Mapping[str, str | int | float], done: Sequence[int]) -> bool:
+        """Recreate an expired hash from the ledger unless it exists again; True if rebuilt."""
+        ...

@@ -1,0 +1,639 @@
+"""The pipeline's steps: stage a ZIP, process one PDF, answer status. Pure orchestration over ports."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from aws_lambda_powertools import Logger
+
+from pdfbatch import archive, pdf
+from pdfbatch.config import Settings
+from pdfbatch.errors import ArchiveRejected, InvalidInput, NotFound, PdfRejected, ProgressMissing
+from pdfbatch.model import (
+    COUNTED_OUTCOMES,
+    FINAL_STATUSES,
+    IGNORED,
+    REASON_OUTCOME,
+    BatchStatus,
+    FileResult,
+    FileTask,
+    Outcome,
+    Reason,
+    final_key,
+    is_batch_id,
+    staging_key,
+)
+from pdfbatch.ports import FileRow, Ledger, NewEntry, ObjectStore, Progress, Users, WorkQueue
+
+logger = Logger(service="pdfbatch", child=True)
+
+UPLOAD_KEY_RE = re.compile(r"^uploads/([0-9a-f]{32})\.zip$")
+# Staging uploads in flight are capped by bytes too, so memory stays flat whatever the entry sizes.
+STAGE_INFLIGHT_BYTES = 32 * 1024 * 1024
+
+
+@dataclass
+class Deps:
+    """Everything the services touch, built once per execution environment by bootstrap."""
+
+    settings: Settings
+    store: ObjectStore
+    ledger: Ledger
+    users: Users
+    progress: Progress
+    queue: WorkQueue | None = None
+    clock: Callable[[], float] = time.time
+
+
+def fingerprint(value: str) -> str:
+    """A short, stable hash for correlating personal data (names, emails) in logs without logging it."""
+    return hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+# ---------------------------------------------------------------------------------------------
+# Batch identity and creation
+# ---------------------------------------------------------------------------------------------
+
+
+def new_batch_id() -> str:
+    """128 random bits as 32 hex characters: unguessable."""
+    return secrets.token_hex(16)
+
+
+def batch_identity(bucket: str, key: str, sequencer: str | None, version_id: str | None) -> tuple[str, str]:
+    """(batch id, source) of an uploaded object: the API's id, or one derived from the S3 event.
+
+    A duplicated notification carries the same sequencer (or version), so it maps to the same batch.
+    """
+    match = UPLOAD_KEY_RE.fullmatch(key)
+    if match:
+        return match.group(1), "api"
+    token = sequencer or version_id or ""
+    digest = hashlib.sha256(f"{bucket}\x00{key}\x00{token}".encode("utf-8", "surrogatepass")).hexdigest()
+    return digest[:32], "s3"
+
+
+def create_batch(deps: Deps) -> dict[str, Any]:
+    """POST /batches: a new batch id and a presigned POST that uploads its ZIP."""
+    s = deps.settings
+    batch_id = new_batch_id()
+    key = f"uploads/{batch_id}.zip"
+    now = deps.clock()
+    deps.ledger.create_batch(batch_id, s.bucket, key, "api", BatchStatus.PENDING)
+    deps.progress.init_batch(batch_id, BatchStatus.PENDING, None, now)
+    upload = deps.store.presigned_post(s.bucket, key, s.upload_max_bytes, s.upload_url_expires_seconds)
+    logger.info("batch created", extra={"batch_id": batch_id})
+    return {
+        "batchId": batch_id,
+        "key": key,
+        "upload": {"url": upload["url"], "fields": upload["fields"]},
+        "maxBytes": s.upload_max_bytes,
+        "expiresAt": _iso(now + s.upload_url_expires_seconds),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# unzip: stage every PDF entry and send one message per file
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Upload:
+    """One S3 ObjectCreated record."""
+
+    bucket: str
+    key: str
+    size: int | None
+    sequencer: str | None = None
+    version_id: str | None = None
+
+
+@dataclass
+class StageReport:
+    """What one unzip run did (for logs and tests)."""
+
+    batch_id: str
+    status: str
+    total_files: int = 0
+    ignored: int = 0
+    staged: int = 0
+    rejected: int = 0
+    skipped_done: int = 0
+    duplicate: bool = False
+    reason: str | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def stage_zip(deps: Deps, upload: Upload) -> StageReport:
+    """Inspect the ZIP, register every entry, stage each PDF and queue it; idempotent per batch."""
+    s = deps.settings
+    batch_id, source = batch_identity(upload.bucket, upload.key, upload.sequencer, upload.version_id)
+    logger.append_keys(batch_id=batch_id)
+    t0 = time.monotonic()
+    batch = deps.ledger.create_batch(batch_id, upload.bucket, upload.key, source, BatchStatus.PROCESSING)
+    if batch.status in FINAL_STATUSES:
+        logger.info("batch already final; duplicate notification ignored", extra={"status": batch.status})
+        return StageReport(batch_id, batch.status, duplicate=True)
+
+    try:
+        size = upload.size if upload.size is not None else deps.store.head_size(upload.bucket, upload.key)
+        if size > s.limits.max_zip_bytes:
+            raise ArchiveRejected("zip_too_large")
+        reader = deps.store.open_reader(upload.bucket, upload.key, size)
+        opened = archive.open_archive(reader, s.limits, size=size)
+    except ArchiveRejected as exc:
+        fail_batch(deps, batch_id, exc.reason)
+        logger.warning("zip rejected", extra={"reason": exc.reason})
+        return StageReport(batch_id, BatchStatus.FAILED, reason=exc.reason)
+    except NotFound:
+        fail_batch(deps, batch_id, "zip_missing")
+        logger.warning("zip rejected", extra={"reason": "zip_missing"})
+        return StageReport(batch_id, BatchStatus.FAILED, reason="zip_missing")
+
+    plan = opened.plan
+    report = StageReport(batch_id, BatchStatus.PROCESSING, total_files=plan.total_files, ignored=len(plan.ignored))
+    report.seconds["inspect"] = time.monotonic() - t0
+    now = deps.clock()
+    # totalFiles is recorded before any message is sent: no worker can finish a half-unpacked batch.
+    deps.progress.init_batch(batch_id, BatchStatus.PROCESSING, plan.total_files, now, ignored=len(plan.ignored))
+    deps.ledger.start_batch(batch_id, plan.total_files, len(plan.ignored))
+    deps.ledger.add_entries(
+        batch_id,
+        (
+            NewEntry(
+                index=e.index,
+                name=e.name,
+                kind=e.kind,
+                size=e.file_size,
+                outcome=IGNORED if e.kind != "pdf" else None,
+                reason=str(e.reason) if e.kind != "pdf" and e.reason else None,
+            )
+            for e in plan.entries
+        ),
+    )
+    done = set(deps.ledger.done_indices(batch_id))
+    report.skipped_done = len(done)
+    with opened:
+        for entry in plan.pdf_entries:
+            if entry.reason is not None and entry.index not in done:
+                # Refused at inspection (too large, encrypted, ...): never inflated.
+                _record_and_count(deps, batch_id, entry.index, _failed(str(entry.reason)))
+                report.rejected += 1
+        todo = [e for e in plan.pdf_entries if e.reason is None and e.index not in done]
+        t1 = time.monotonic()
+        with _Stager(deps, batch_id, upload.bucket) as stager:
+            for entry in todo:
+                try:
+                    data = opened.read(entry)
+                except archive.EntryRejected as exc:
+                    _record_and_count(deps, batch_id, entry.index, _failed(exc.reason))
+                    report.rejected += 1
+                    continue
+                stager.submit(entry.index, data)
+                report.staged += 1
+        report.seconds["stage"] = time.monotonic() - t1
+
+    report.status = _mark_unpacked(deps, batch_id, plan.total_files)
+    deps.ledger.mark_unpacked(batch_id)
+    report.seconds["total"] = time.monotonic() - t0
+    logger.info(
+        "zip unpacked",
+        extra={
+            "total_files": report.total_files,
+            "ignored": report.ignored,
+            "staged": report.staged,
+            "rejected": report.rejected,
+            "already_done": report.skipped_done,
+            "seconds": {k: round(v, 3) for k, v in report.seconds.items()},
+        },
+    )
+    return report
+
+
+class _Stager:
+    """Parallel staging uploads with bounded bytes in flight; messages go out ten at a time."""
+
+    def __init__(self, deps: Deps, batch_id: str, bucket: str) -> None:
+        if deps.queue is None:
+            raise InvalidInput("unzip needs a work queue (PDFBATCH_QUEUE_URL)")
+        self.deps = deps
+        self.queue = deps.queue
+        self.batch_id = batch_id
+        self.bucket = bucket
+        self.pool = ThreadPoolExecutor(max_workers=max(1, deps.settings.stage_workers))
+        self.cond = threading.Condition()
+        self.inflight = 0
+        self.ready: list[FileTask] = []
+        self.futures: list[Future[None]] = []
+        self.error: BaseException | None = None
+
+    def __enter__(self) -> _Stager:
+        return self
+
+    def submit(self, index: int, data: bytes) -> None:
+        """Queue one staging upload, waiting while too many bytes are in flight."""
+        size = len(data)
+        with self.cond:
+            while self.inflight > 0 and self.inflight + size > STAGE_INFLIGHT_BYTES and self.error is None:
+                self.cond.wait()
+            if self.error is not None:
+                raise self.error
+            self.inflight += size
+        self.futures.append(self.pool.submit(self._put, index, data))
+
+    def _put(self, index: int, data: bytes) -> None:
+        key = staging_key(self.batch_id, index)
+        try:
+            self.deps.store.put_bytes(self.bucket, key, data, "application/pdf")
+            task = FileTask(self.batch_id, index, key, self.bucket)
+            batch: list[FileTask] = []
+            with self.cond:
+                self.ready.append(task)
+                if len(self.ready) >= 10:
+                    batch, self.ready = self.ready[:10], self.ready[10:]
+            if batch:
+                self.queue.send_tasks(batch)
+        except BaseException as exc:
+            with self.cond:
+                self.error = self.error or exc
+            raise
+        finally:
+            with self.cond:
+                self.inflight -= len(data)
+                self.cond.notify_all()
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.pool.shutdown(wait=True)
+        if exc is None and self.error is None:
+            if self.ready:
+                self.queue.send_tasks(self.ready)
+                self.ready = []
+        if exc is None and self.error is not None:
+            raise self.error
+
+
+def _mark_unpacked(deps: Deps, batch_id: str, total_files: int) -> str:
+    try:
+        status = deps.progress.mark_unpacked(batch_id, total_files, deps.clock())
+    except ProgressMissing:
+        _rebuild_progress(deps, batch_id)
+        status = deps.progress.mark_unpacked(batch_id, total_files, deps.clock())
+    if status == BatchStatus.COMPLETED:
+        _write_summary(deps, batch_id, BatchStatus.COMPLETED, None)
+    return status
+
+
+def fail_batch(deps: Deps, batch_id: str, reason: str) -> None:
+    """The ZIP as a whole cannot be processed: FAILED with a reason, in Redis and MySQL."""
+    deps.progress.fail(batch_id, reason, deps.clock())
+    _write_summary(deps, batch_id, BatchStatus.FAILED, reason)
+
+
+def _write_summary(deps: Deps, batch_id: str, status: str, reason: str | None) -> None:
+    counts = deps.ledger.outcome_counts(batch_id)
+    deps.ledger.finish_batch(batch_id, status, counts, reason)
+    logger.info("batch finished", extra={"status": status, "reason": reason, "counts": counts})
+
+
+# ---------------------------------------------------------------------------------------------
+# process_pdf: one staged file to exactly one outcome
+# ---------------------------------------------------------------------------------------------
+
+
+def _failed(reason: str) -> FileResult:
+    return FileResult(outcome=Outcome.FAILED, reason=reason)
+
+
+def process_file(deps: Deps, task: FileTask) -> FileRow | None:
+    """Read, match and link one staged PDF; record and count its outcome exactly once.
+
+    Safe to run twice, concurrently, or after a crash at any point: the link and its ledger record
+    are one MySQL transaction, the final key is derived from user and content, and counting is a
+    set-guarded Lua script.
+    """
+    s = deps.settings
+    logger.append_keys(batch_id=task.batch_id, file_index=task.index)
+    row = deps.ledger.get_file(task.batch_id, task.index)
+    if row is None:
+        logger.warning("no ledger row for this message; dropped")
+        return None
+    if row.outcome is not None:
+        # Redelivery (or a crash after recording): make sure it is counted, change nothing else.
+        _count(deps, row)
+        logger.info("already recorded; redelivery counted once", extra={"outcome": row.outcome})
+        return row
+    attempt = deps.ledger.begin_attempt(task.batch_id, task.index)
+    timings: dict[str, float] = {}
+
+    t = time.monotonic()
+    try:
+        data = deps.store.get_bytes(task.bucket, task.staging_key)
+    except NotFound:
+        return _finish(deps, task, FileResult(Outcome.FAILED, Reason.MISSING_OBJECT))
+    timings["download"] = time.monotonic() - t
+    sha = hashlib.sha256(data).hexdigest()
+
+    try:
+        scan = pdf.scan(
+            data,
+            deps.users.find_by_emails,
+            max_pages=s.limits.max_pages,
+            budget_seconds=s.limits.file_budget_seconds,
+        )
+    except PdfRejected as exc:
+        timings["extract"] = time.monotonic() - t - timings["download"]
+        return _finish(deps, task, FileResult(Outcome.FAILED, exc.reason, sha256=sha, detail=timings))
+    timings["validate"] = getattr(scan, "validate_seconds", 0.0)
+    timings["extract"] = scan.extract_seconds
+    timings["match"] = scan.lookup_seconds
+    timings["pages"] = float(scan.pages_read)
+
+    if scan.reason != Reason.MATCHED or scan.match is None:
+        result = FileResult(Outcome.SKIPPED_NO_MATCH, str(scan.reason), sha256=sha, detail=timings)
+        return _finish(deps, task, result)
+
+    user = scan.match
+    if user.pdf_url:
+        result = FileResult(
+            Outcome.SKIPPED_ALREADY_EXISTS, Reason.ALREADY_LINKED, user_id=user.id, sha256=sha, detail=timings
+        )
+        return _finish(deps, task, result)
+
+    key = final_key(user.id, sha)
+    url = s.pdf_url(key)
+    t = time.monotonic()
+    deps.store.copy(task.bucket, task.staging_key, key)
+    timings["copy"] = time.monotonic() - t
+    t = time.monotonic()
+    linked = FileResult(Outcome.LINKED, Reason.MATCHED, user_id=user.id, final_key=key, sha256=sha, detail=timings)
+    won = deps.ledger.link(task.batch_id, task.index, user.id, url, linked)
+    timings["update"] = time.monotonic() - t
+    if won:
+        stored = deps.ledger.get_file(task.batch_id, task.index)
+        assert stored is not None
+        _count(deps, stored)
+        logger.info("file processed", extra={"outcome": stored.outcome, "reason": stored.reason, "attempt": attempt})
+        return stored
+    # Someone else linked this user (another file, or another delivery of this one). Remove our
+    # copy unless it is the very object the user now points at (identical PDFs share a key).
+    if deps.users.pdf_url_of(user.id) != url:
+        deps.store.delete(task.bucket, key)
+    result = FileResult(
+        Outcome.SKIPPED_ALREADY_EXISTS, Reason.ALREADY_LINKED, user_id=user.id, sha256=sha, detail=timings
+    )
+    return _finish(deps, task, result)
+
+
+def _finish(deps: Deps, task: FileTask, result: FileResult) -> FileRow:
+    stored = deps.ledger.record(task.batch_id, task.index, result)
+    _count(deps, stored)
+    logger.info("file processed", extra={"outcome": stored.outcome, "reason": stored.reason})
+    return stored
+
+
+def give_up(deps: Deps, task: FileTask, reason: str = Reason.GAVE_UP) -> FileRow | None:
+    """Last delivery failed too: record the file failed so its batch still finishes."""
+    row = deps.ledger.get_file(task.batch_id, task.index)
+    if row is None:
+        return None
+    stored = deps.ledger.record(task.batch_id, task.index, _failed(reason))
+    _count(deps, stored)
+    logger.error("file given up after repeated failures", extra={"outcome": stored.outcome})
+    return stored
+
+
+def _record_and_count(deps: Deps, batch_id: str, index: int, result: FileResult) -> FileRow:
+    stored = deps.ledger.record(batch_id, index, result)
+    _count(deps, stored)
+    return stored
+
+
+def _count(deps: Deps, row: FileRow) -> None:
+    """Count a recorded outcome once; finish the batch when it was the last one."""
+    assert row.outcome is not None and row.reason is not None
+    try:
+        _, status = deps.progress.count(row.batch_id, row.index, row.outcome, row.reason, deps.clock())
+    except ProgressMissing:
+        # The hash expired mid-batch: rebuild it from the ledger (which already holds this row).
+        _rebuild_progress(deps, row.batch_id)
+        _, status = deps.progress.count(row.batch_id, row.index, row.outcome, row.reason, deps.clock())
+    if status == BatchStatus.COMPLETED:
+        _write_summary(deps, row.batch_id, BatchStatus.COMPLETED, None)
+
+
+def _rebuild_progress(deps: Deps, batch_id: str) -> None:
+    batch = deps.ledger.get_batch(batch_id)
+    if batch is None:
+        raise NotFound(batch_id)
+    counts = deps.ledger.outcome_counts(batch_id)
+    fields: dict[str, str | int | float] = {
+        "status": batch.status if batch.status != BatchStatus.PENDING else BatchStatus.PROCESSING,
+        "totalFiles": batch.total_files if batch.total_files is not None else -1,
+        "unpacked": 1 if batch.unpacked_at else 0,
+        "createdAt": f"{batch.created_at:.3f}",
+        "updatedAt": f"{deps.clock():.3f}",
+        "ignored": batch.ignored_files,
+        "rebuiltAt": f"{deps.clock():.3f}",
+    }
+    for name, value in counts.items():
+        if name != "ignored":
+            fields[name] = value
+    if batch.reason:
+        fields["reason"] = batch.reason
+    rebuilt = deps.progress.rebuild(batch_id, fields, deps.ledger.done_indices(batch_id))
+    logger.warning("progress rebuilt from the ledger", extra={"rebuilt": rebuilt})
+
+
+# ---------------------------------------------------------------------------------------------
+# status
+# ---------------------------------------------------------------------------------------------
+
+
+def batch_status(deps: Deps, batch_id: str) -> dict[str, Any]:
+    """GET /batches/{id}: live counters from Redis, or the MySQL summary once the hash expired."""
+    if not is_batch_id(batch_id):
+        raise NotFound("no such batch")
+    raw = deps.progress.get(batch_id)
+    if raw is not None:
+        return _shape_live(batch_id, raw)
+    batch = deps.ledger.get_batch(batch_id)
+    if batch is None:
+        raise NotFound("no such batch")
+    counts = dict(batch.counts) if batch.status in FINAL_STATUSES and batch.counts else None
+    if counts is None:
+        counts = deps.ledger.outcome_counts(batch_id)
+    body = _shape(
+        batch_id,
+        status=batch.status,
+        total=batch.total_files,
+        counts=counts,
+        ignored=batch.ignored_files,
+        created=batch.created_at,
+        updated=batch.updated_at,
+        completed=batch.completed_at,
+        reason=batch.reason,
+    )
+    body["source"] = "ledger"
+    return body
+
+
+def _shape_live(batch_id: str, raw: Mapping[str, str]) -> dict[str, Any]:
+    counts = {k: _int(v) for k, v in raw.items() if k in COUNTED_OUTCOMES or k == "processed" or k.startswith("reason:")}
+    total = _int(raw.get("totalFiles")) if raw.get("totalFiles") not in (None, "", "-1") else None
+    body = _shape(
+        batch_id,
+        status=raw.get("status", BatchStatus.PENDING),
+        total=total,
+        counts=counts,
+        ignored=_int(raw.get("ignored")),
+        created=_float(raw.get("createdAt")),
+        updated=_float(raw.get("updatedAt")),
+        completed=_float(raw.get("completedAt")),
+        reason=raw.get("reason"),
+    )
+    body["source"] = "live"
+    first, updated = _float(raw.get("firstDoneAt")), _float(raw.get("updatedAt"))
+    processed = counts.get("processed", 0)
+    if body["status"] == BatchStatus.PROCESSING and total and first and updated and processed > 1:
+        rate = (processed - 1) / max(updated - first, 1e-3)
+        body["filesPerSecond"] = round(rate, 2)
+        body["etaSeconds"] = round((total - processed) / rate, 1) if rate > 0 else None
+    return body
+
+
+def _shape(
+    batch_id: str,
+    *,
+    status: str,
+    total: int | None,
+    counts: Mapping[str, int],
+    ignored: int,
+    created: float | None,
+    updated: float | None,
+    completed: float | None,
+    reason: str | None,
+) -> dict[str, Any]:
+    processed = int(counts.get("processed", sum(int(counts.get(o, 0)) for o in COUNTED_OUTCOMES)))
+    if total:
+        percent = round(100.0 * min(processed, total) / total, 1)
+    else:
+        percent = 100.0 if status == BatchStatus.COMPLETED else 0.0
+    body: dict[str, Any] = {
+        "batchId": batch_id,
+        "status": status,
+        "totalFiles": total,
+        "processed": processed,
+        "percent": percent,
+        **{o: int(counts.get(o, 0)) for o in COUNTED_OUTCOMES},
+        "ignored": ignored,
+        "reasons": {k.split(":", 1)[1]: int(v) for k, v in sorted(counts.items()) if k.startswith("reason:") and v},
+        "createdAt": _iso(created),
+        "updatedAt": _iso(updated),
+        "completedAt": _iso(completed),
+    }
+    if status == BatchStatus.FAILED:
+        body["reason"] = reason or "unknown"
+    return body
+
+
+def list_files(
+    deps: Deps, batch_id: str, cursor: str | None = None, limit: int = 100, outcome: str | None = None
+) -> dict[str, Any]:
+    """GET /batches/{id}/files: per-file results in entry order, paginated by an opaque cursor."""
+    if not is_batch_id(batch_id) or deps.ledger.get_batch(batch_id) is None:
+        raise NotFound("no such batch")
+    allowed = {*COUNTED_OUTCOMES, IGNORED, "not_linked", "pending"}
+    if outcome is not None and outcome not in allowed:
+        raise InvalidInput(f"outcome must be one of {', '.join(sorted(allowed))}")
+    limit = max(1, min(int(limit), 1000))
+    after = -1
+    if cursor:
+        try:
+            after = int(cursor)
+        except ValueError as exc:
+            raise InvalidInput("bad cursor") from exc
+    rows = deps.ledger.list_files(batch_id, after, limit + 1, outcome)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return {
+        "batchId": batch_id,
+        "items": [file_item(r) for r in rows],
+        "nextCursor": str(rows[-1].index) if more and rows else None,
+    }
+
+
+def file_item(row: FileRow) -> dict[str, Any]:
+    """One file as the API shows it."""
+    return {
+        "index": row.index,
+        "name": row.name,
+        "kind": row.kind,
+        "outcome": row.outcome,
+        "reason": row.reason,
+        "userId": row.user_id,
+        "finalKey": row.final_key,
+        "sha256": row.sha256,
+        "size": row.size,
+        "attempts": row.attempts,
+        "finishedAt": _iso(row.finished_at),
+        "timings": {k: round(v, 4) for k, v in row.timings.items()} if row.timings else {},
+    }
+
+
+def find_batches(deps: Deps, key: str) -> dict[str, Any]:
+    """GET /batches?key=uploads/...: the batches created from an object dropped with the AWS CLI."""
+    if not key.startswith("uploads/"):
+        raise InvalidInput("key must start with uploads/")
+    batches = deps.ledger.find_batches(key)
+    return {
+        "key": key,
+        "batches": [
+            {"batchId": b.batch_id, "status": b.status, "createdAt": _iso(b.created_at), "source": b.source}
+            for b in batches
+        ],
+    }
+
+
+def iter_all_files(deps: Deps, batch_id: str, outcome: str | None = None) -> Iterable[FileRow]:
+    """Every file of a batch (for reports), page by page."""
+    after = -1
+    while True:
+        rows = deps.ledger.list_files(batch_id, after, 1000, outcome)
+        yield from rows
+        if len(rows) < 1000:
+            return
+        after = rows[-1].index
+
+
+def reason_outcome(reason: str) -> str:
+    """The outcome a reason belongs to."""
+    return REASON_OUTCOME.get(reason, Outcome.FAILED)
+
+
+def _iso(ts: float | None) -> str | None:
+    if not ts:
+        return None
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _int(value: str | None) -> int:
+    try:
+        return int(float(value)) if value not in (None, "") else 0  # type: ignore[arg-type]
+    except ValueError:
+        return 0
+
+
+def _float(value: str | None) -> float | None:
+    try:
+        return float(value) if value not in (None, "") else None  # type: ignore[arg-type]
+    except ValueError:
+        return None
