@@ -82,3 +82,11 @@ class ArchiveRejected(PdfBatchError):
     def __init__(self, reason: str, detail: str = "") -> None:
         self.reason = reason
         super().__init__(detail or reason)
+
+
+class EntryRejected(PdfBatchError):
+    """One ZIP entry cannot be read safely; ``reason`` is its ledger reason (the entry counts as failed)."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        self.reason = reason
+        super().__init__(detail or reason)
