@@ -1,0 +1,367 @@
+"""Build the function zips, upload them, and create or update the CloudFormation stack.
+
+    python -m pdfbatch.ops.deploy [--stack-name pdfbatch] [--param Key=Value ...] [--no-build]
+
+Deploys to LocalStack when AWS_ENDPOINT_URL is set, to AWS otherwise. The functions get
+PDFBATCH_MYSQL_URL and PDFBATCH_REDIS_URL from the operator's environment (defaults: the local
+MariaDB and Redis). Uses create_stack/update_stack with short polling rather than
+`aws cloudformation deploy`, whose waiters add ~30 s to every LocalStack deploy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from pdfbatch.config import DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL
+from pdfbatch.ops.build import Artefact, BuildError, build, project_root
+
+TEMPLATE = Path("infra") / "template.yaml"
+CAPABILITIES = ["CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND"]
+# Code parameter of the template for each function.
+CODE_KEY_PARAMS = {"unzip": "UnzipCodeKey", "process_pdf": "ProcessPdfCodeKey", "status": "StatusCodeKey"}
+_STACK_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9-]{0,127}$")
+_BUCKETLESS_STACK_NAME = re.compile(r"^[a-z][a-z0-9-]{0,34}$")  # + "-{12-digit account}-{region}" <= 63
+_DONE_OK = {"CREATE_COMPLETE", "UPDATE_COMPLETE"}
+_MAX_TEMPLATE_BODY = 51_200
+
+Log = Callable[[str], None]
+
+
+class DeployError(Exception):
+    """The stack did not reach a good state; the message says why."""
+
+
+@dataclass(frozen=True)
+class DeployParams:
+    """What the operator chooses; everything else in the template keeps its default."""
+
+    mysql_url: str = DEFAULT_MYSQL_URL
+    redis_url: str = DEFAULT_REDIS_URL
+    process_concurrency: int = 5
+    max_receive_count: int = 5
+    log_level: str = "INFO"
+    bucket_name: str = ""  # empty: {stack}-{account}-{region}
+    extra: Mapping[str, str] = field(default_factory=dict)  # any other template parameter
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> DeployParams:
+        """Read the database URLs (and the log level) from the operator's environment."""
+        e = os.environ if env is None else env
+        values: dict[str, Any] = {
+            "mysql_url": e.get("PDFBATCH_MYSQL_URL") or DEFAULT_MYSQL_URL,
+            "redis_url": e.get("PDFBATCH_REDIS_URL") or DEFAULT_REDIS_URL,
+            "log_level": e.get("PDFBATCH_LOG_LEVEL") or "INFO",
+        }
+        values.update(overrides)
+        return cls(**values)
+
+    def template_parameters(self) -> dict[str, str]:
+        """These choices as CloudFormation parameter values."""
+        params = {
+            "MysqlUrl": self.mysql_url,
+            "RedisUrl": self.redis_url,
+            "ProcessConcurrency": str(self.process_concurrency),
+            "MaxReceiveCount": str(self.max_receive_count),
+            "LogLevel": self.log_level,
+            "BucketName": self.bucket_name,
+        }
+        params.update(self.extra)
+        return params
+
+
+def _clients(endpoint_url: str | None, region: str) -> Callable[[str], Any]:
+    import boto3
+    from botocore.config import Config
+
+    kwargs: dict[str, Any] = {"region_name": region}
+    if endpoint_url:
+        kwargs["endpoint_url"] = endpoint_url
+        if not os.environ.get("AWS_ACCESS_KEY_ID") and not os.environ.get("AWS_PROFILE"):
+            kwargs["aws_access_key_id"] = "test"  # LocalStack accepts any credentials
+            kwargs["aws_secret_access_key"] = "test"  # noqa: S105
+    config = Config(retries={"max_attempts": 5, "mode": "standard"}, s3={"addressing_style": "path"})
+
+    def client(service: str) -> Any:
+        return boto3.client(service, config=config, **kwargs)  # type: ignore[call-overload]
+
+    return client
+
+
+def _region(region: str | None) -> str:
+    return region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+
+
+def ensure_bucket(s3: Any, bucket: str, region: str) -> None:
+    """Create the artefacts bucket unless it exists (private, encrypted by S3 default)."""
+    from botocore.exceptions import ClientError
+
+    try:
+        s3.head_bucket(Bucket=bucket)
+        return
+    except ClientError as exc:
+        code = str(exc.response.get("Error", {}).get("Code", ""))
+        if code not in ("404", "NoSuchBucket", "NotFound"):
+            raise DeployError(f"artefacts bucket {bucket} exists but is not usable ({code})") from exc
+    kwargs: dict[str, Any] = {"Bucket": bucket}
+    if region != "us-east-1":
+        kwargs["CreateBucketConfiguration"] = {"LocationConstraint": region}
+    s3.create_bucket(**kwargs)
+    s3.put_public_access_block(
+        Bucket=bucket,
+        PublicAccessBlockConfiguration={
+            "BlockPublicAcls": True,
+            "IgnorePublicAcls": True,
+            "BlockPublicPolicy": True,
+            "RestrictPublicBuckets": True,
+        },
+    )
+
+
+def upload_artefacts(
+    s3: Any, bucket: str, stack_name: str, artefacts: Mapping[str, Artefact]
+) -> dict[str, str]:
+    """Upload each zip under a key holding its sha256 (skipped when already there); return the keys."""
+    from botocore.exceptions import ClientError
+
+    keys: dict[str, str] = {}
+    for fn, artefact in artefacts.items():
+        key = f"{stack_name}/{fn}-{artefact.sha256}.zip"
+        try:
+            s3.head_object(Bucket=bucket, Key=key)
+        except ClientError:
+            s3.upload_file(str(artefact.path), bucket, key)
+        keys[fn] = key
+    return keys
+
+
+def _stack(cfn: Any, stack_name: str) -> dict[str, Any] | None:
+    from botocore.exceptions import ClientError
+
+    try:
+        stacks = cfn.describe_stacks(StackName=stack_name)["Stacks"]
+    except ClientError as exc:
+        if "does not exist" in str(exc):
+            return None
+        raise
+    return stacks[0] if stacks else None
+
+
+def _wait(cfn: Any, stack_name: str, poll: float, timeout: float) -> dict[str, Any]:
+    """Poll until the stack leaves every *_IN_PROGRESS status; return it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        stack = _stack(cfn, stack_name)
+        if stack is None:
+            raise DeployError(f"stack {stack_name} disappeared")
+        if not stack["StackStatus"].endswith("_IN_PROGRESS"):
+            return stack
+        if time.monotonic() > deadline:
+            raise DeployError(f"stack {stack_name} still {stack['StackStatus']} after {timeout:.0f} s")
+        time.sleep(poll)
+
+
+def failure_events(cfn: Any, stack_name: str, since: datetime) -> list[str]:
+    """The failed resource events of the last operation, oldest first, one line each."""
+    lines: list[str] = []
+    paginator = cfn.get_paginator("describe_stack_events")
+    for page in paginator.paginate(StackName=stack_name):
+        for ev in page["StackEvents"]:
+            ts = ev.get("Timestamp")
+            if isinstance(ts, datetime) and ts.tzinfo is not None and ts < since:
+                return list(reversed(lines))
+            if str(ev.get("ResourceStatus", "")).endswith("FAILED"):
+                lines.append(
+                    f"{ev.get('LogicalResourceId')} ({ev.get('ResourceType')}): {ev.get('ResourceStatus')}: "
+                    f"{ev.get('ResourceStatusReason', '')}"
+                )
+    return list(reversed(lines))
+
+
+def apply_stack(
+    cfn: Any,
+    stack_name: str,
+    template_body: str,
+    parameters: Mapping[str, str],
+    *,
+    poll: float = 0.5,
+    timeout: float = 1800.0,
+    log: Log = print,
+) -> tuple[str, dict[str, Any]]:
+    """create_stack or update_stack and wait; return ("created"|"updated"|"unchanged", stack)."""
+    from botocore.exceptions import ClientError
+
+    args: dict[str, Any] = {
+        "StackName": stack_name,
+        "TemplateBody": template_body,
+        "Parameters": [{"ParameterKey": k, "ParameterValue": v} for k, v in sorted(parameters.items())],
+        "Capabilities": CAPABILITIES,
+    }
+    stack = _stack(cfn, stack_name)
+    if stack is not None and stack["StackStatus"].endswith("_IN_PROGRESS"):
+        log(f"stack {stack_name} is {stack['StackStatus']}; waiting for it first")
+        stack = _wait(cfn, stack_name, poll, timeout)
+    if stack is not None and stack["StackStatus"] in (
+        "ROLLBACK_COMPLETE",
+        "ROLLBACK_FAILED",
+        "DELETE_FAILED",
+    ):
+        # A stack whose creation failed can only be deleted (the bucket is retained).
+        log(f"stack {stack_name} is {stack['StackStatus']}: deleting it before creating it again")
+        cfn.delete_stack(StackName=stack_name)
+        try:
+            _wait(cfn, stack_name, poll, timeout)
+        except DeployError:
+            pass  # gone
+        stack = _stack(cfn, stack_name)
+        if stack is not None and stack["StackStatus"] != "DELETE_COMPLETE":
+            raise DeployError(f"could not delete stack {stack_name}: {stack['StackStatus']}")
+        stack = None
+
+    since = datetime.now(UTC) - timedelta(seconds=5)
+    if stack is None or stack["StackStatus"] == "DELETE_COMPLETE":
+        cfn.create_stack(**args)
+        action = "created"
+    else:
+        try:
+            cfn.update_stack(**args)
+        except ClientError as exc:
+            if "No updates are to be performed" in str(exc):
+                return "unchanged", stack
+            raise DeployError(f"update_stack rejected: {exc}") from exc
+        action = "updated"
+    stack = _wait(cfn, stack_name, poll, timeout)
+    if stack["StackStatus"] not in _DONE_OK:
+        events = failure_events(cfn, stack_name, since)
+        for line in events:
+            log(f"  FAILED {line}")
+        reason = stack.get("StackStatusReason") or (events[0] if events else "")
+        raise DeployError(f"stack {stack_name} ended {stack['StackStatus']}: {reason}")
+    return action, stack
+
+
+def ensure_reserved_concurrency(lam: Any, function_name: str, value: int) -> None:
+    """PutFunctionConcurrency, then read it back (LocalStack's CloudFormation ignores the property)."""
+    lam.put_function_concurrency(FunctionName=function_name, ReservedConcurrentExecutions=value)
+    got = lam.get_function_concurrency(FunctionName=function_name).get("ReservedConcurrentExecutions")
+    if got != value:
+        raise DeployError(f"{function_name}: reserved concurrency is {got}, expected {value}")
+
+
+def deploy(
+    params: DeployParams | None = None,
+    endpoint_url: str | None = None,
+    stack_name: str = "pdfbatch",
+    *,
+    region: str | None = None,
+    root: Path | None = None,
+    artefacts: Mapping[str, Artefact] | None = None,
+    artifacts_bucket: str | None = None,
+    poll: float = 0.5,
+    timeout: float = 1800.0,
+    log: Log = print,
+) -> dict[str, str]:
+    """Build (unless ``artefacts`` are given), upload and deploy; return the stack's outputs."""
+    params = params or DeployParams.from_env()
+    root = (root or project_root()).resolve()
+    region = _region(region)
+    if not _STACK_NAME.fullmatch(stack_name):
+        raise DeployError(f"invalid stack name {stack_name!r}")
+    if not params.bucket_name and not _BUCKETLESS_STACK_NAME.fullmatch(stack_name):
+        raise DeployError(
+            f"stack name {stack_name!r} cannot name the bucket (lowercase, at most 35 characters): "
+            "set DeployParams.bucket_name"
+        )
+    template_body = (root / TEMPLATE).read_text()
+    if len(template_body.encode()) > _MAX_TEMPLATE_BODY:
+        raise DeployError(f"{TEMPLATE} exceeds CloudFormation's {_MAX_TEMPLATE_BODY}-byte inline limit")
+
+    t0 = time.monotonic()
+    if artefacts is None:
+        artefacts = build(root)
+    t_build = time.monotonic()
+    client = _clients(endpoint_url, region)
+    s3, cfn = client("s3"), client("cloudformation")
+    if artifacts_bucket is None:
+        account = client("sts").get_caller_identity()["Account"]
+        artifacts_bucket = f"{stack_name.lower()}-artifacts-{account}-{region}"[:63].rstrip("-.")
+    ensure_bucket(s3, artifacts_bucket, region)
+    keys = upload_artefacts(s3, artifacts_bucket, stack_name, artefacts)
+    t_upload = time.monotonic()
+
+    parameters = {"ArtifactsBucket": artifacts_bucket, **params.template_parameters()}
+    parameters.update({CODE_KEY_PARAMS[fn]: key for fn, key in keys.items()})
+    if endpoint_url:
+        parameters.setdefault("PublicEndpointUrl", endpoint_url)
+    action, stack = apply_stack(
+        cfn, stack_name, template_body, parameters, poll=poll, timeout=timeout, log=log
+    )
+    t_stack = time.monotonic()
+
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+    if endpoint_url:
+        # CloudFormation on LocalStack ignores ReservedConcurrentExecutions.
+        ensure_reserved_concurrency(
+            client("lambda"), outputs["ProcessPdfFunctionName"], params.process_concurrency
+        )
+        outputs["LocalApiUrl"] = f"{endpoint_url.rstrip('/')}/_aws/execute-api/{outputs['ApiId']}/v1/"
+    outputs["ArtifactsBucket"] = artifacts_bucket
+    log(
+        f"stack {stack_name} {action} ({stack['StackStatus']}): build {t_build - t0:.1f} s, "
+        f"upload {t_upload - t_build:.1f} s, stack {t_stack - t_upload:.1f} s, "
+        f"total {time.monotonic() - t0:.1f} s"
+    )
+    return outputs
+
+
+def _parse_params(pairs: Sequence[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--param wants Key=Value, got {pair!r}")
+        out[key] = value
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: build and deploy to AWS_ENDPOINT_URL (LocalStack) when set, else to AWS."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--stack-name", default=os.environ.get("PDFBATCH_STACK_NAME", "pdfbatch"))
+    parser.add_argument("--region", default=None)
+    parser.add_argument(
+        "--bucket-name", default="", help="bucket name override (default: stack-account-region)"
+    )
+    parser.add_argument("--concurrency", type=int, default=5, help="process_pdf concurrency (default 5)")
+    parser.add_argument("--param", action="append", default=[], help="any template parameter, Key=Value")
+    args = parser.parse_args(argv)
+    endpoint = os.environ.get("AWS_ENDPOINT_URL") or None
+    params = DeployParams.from_env(
+        bucket_name=args.bucket_name, process_concurrency=args.concurrency, extra=_parse_params(args.param)
+    )
+    where = f"LocalStack at {endpoint}" if endpoint else "AWS"
+    print(f"deploying stack {args.stack_name} to {where}", file=sys.stderr)
+    try:
+        outputs = deploy(
+            params, endpoint, args.stack_name, region=args.region, log=lambda m: print(m, file=sys.stderr)
+        )
+    except (DeployError, BuildError) as exc:
+        print(f"deploy failed: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(outputs, indent=2, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
