@@ -5,17 +5,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from pdfbatch import services
 from pdfbatch.bootstrap import get_deps
 from pdfbatch.errors import InvalidInput
+from pdfbatch.logs import logger
 from pdfbatch.model import FileTask
 
-logger = Logger(service="pdfbatch")
 processor = BatchProcessor(event_type=EventType.SQS)
 
 
@@ -43,6 +43,8 @@ def record_handler(record: SQSRecord) -> None:
 
 
 @logger.inject_lambda_context(clear_state=True)
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     """Entry point: Powertools reports the failed message ids as batchItemFailures."""
-    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
+    return process_partial_response(
+        event=event, record_handler=record_handler, processor=processor, context=context
+    )

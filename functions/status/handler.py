@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from pdfbatch import services
 from pdfbatch.bootstrap import get_deps
 from pdfbatch.errors import DependencyUnavailable, InvalidInput, NotFound
+from pdfbatch.logs import logger
 
-logger = Logger(service="pdfbatch")
 app = APIGatewayRestResolver()
 
 
@@ -49,14 +48,19 @@ def get_files(batch_id: str) -> dict[str, Any]:
     if not limit_raw.isdigit():
         raise InvalidInput("limit must be a positive integer")
     return services.list_files(
-        get_deps(), batch_id, cursor=q(name="cursor", default_value=None), limit=int(limit_raw),
+        get_deps(),
+        batch_id,
+        cursor=q(name="cursor", default_value=None),
+        limit=int(limit_raw),
         outcome=q(name="outcome", default_value=None),
     )
 
 
 def _error(status: int, code: str, message: str) -> Response[Any]:
     return Response(
-        status_code=status, content_type=content_types.APPLICATION_JSON, body={"error": code, "message": message}
+        status_code=status,
+        content_type=content_types.APPLICATION_JSON,
+        body={"error": code, "message": message},
     )
 
 

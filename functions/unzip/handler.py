@@ -5,14 +5,12 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote_plus
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.data_classes import S3Event, event_source
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from pdfbatch import services
 from pdfbatch.bootstrap import get_deps
-
-logger = Logger(service="pdfbatch")
+from pdfbatch.logs import logger
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -31,5 +29,7 @@ def handler(event: S3Event, context: LambdaContext) -> dict[str, Any]:
             version_id=obj.version_id,
         )
         report = services.stage_zip(deps, upload)
-        batches.append({"batchId": report.batch_id, "status": report.status, "totalFiles": report.total_files})
+        batches.append(
+            {"batchId": report.batch_id, "status": report.status, "totalFiles": report.total_files}
+        )
     return {"batches": batches}

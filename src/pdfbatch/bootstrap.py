@@ -14,8 +14,11 @@ def boto3_client(service: str, settings: Settings, endpoint_url: str | None = No
     import boto3
     from botocore.config import Config
 
-    options: dict[str, Any] = {"retries": {"mode": "standard", "max_attempts": 5}, "connect_timeout": 5,
-                               "read_timeout": 60}
+    options: dict[str, Any] = {
+        "retries": {"mode": "standard", "max_attempts": 5},
+        "connect_timeout": 5,
+        "read_timeout": 60,
+    }
     options.update(config)
     endpoint = endpoint_url or settings.endpoint_url
     if service == "s3" and endpoint:
@@ -23,7 +26,8 @@ def boto3_client(service: str, settings: Settings, endpoint_url: str | None = No
         options.setdefault("s3", {"addressing_style": "path"})
     if service == "s3":
         options.setdefault("signature_version", "s3v4")
-    return boto3.session.Session().client(
+    session: Any = boto3.session.Session()
+    return session.client(
         service, region_name=settings.region, endpoint_url=endpoint, config=Config(**options)
     )
 

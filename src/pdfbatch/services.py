@@ -13,11 +13,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from aws_lambda_powertools import Logger
-
 from pdfbatch import archive, pdf
 from pdfbatch.config import Settings
-from pdfbatch.errors import ArchiveRejected, InvalidInput, NotFound, PdfRejected, ProgressMissing
+from pdfbatch.errors import (
+    ArchiveRejected,
+    EntryRejected,
+    InvalidInput,
+    NotFound,
+    PdfRejected,
+    ProgressMissing,
+)
+from pdfbatch.logs import logger
 from pdfbatch.model import (
     COUNTED_OUTCOMES,
     FINAL_STATUSES,
@@ -33,8 +39,6 @@ from pdfbatch.model import (
     staging_key,
 )
 from pdfbatch.ports import FileRow, Ledger, NewEntry, ObjectStore, Progress, Users, WorkQueue
-
-logger = Logger(service="pdfbatch", child=True)
 
 UPLOAD_KEY_RE = re.compile(r"^uploads/([0-9a-f]{32})\.zip$")
 # Staging uploads in flight are capped by bytes too, so memory stays flat whatever the entry sizes.
@@ -160,11 +164,15 @@ def stage_zip(deps: Deps, upload: Upload) -> StageReport:
         return StageReport(batch_id, BatchStatus.FAILED, reason="zip_missing")
 
     plan = opened.plan
-    report = StageReport(batch_id, BatchStatus.PROCESSING, total_files=plan.total_files, ignored=len(plan.ignored))
+    report = StageReport(
+        batch_id, BatchStatus.PROCESSING, total_files=plan.total_files, ignored=len(plan.ignored)
+    )
     report.seconds["inspect"] = time.monotonic() - t0
     now = deps.clock()
     # totalFiles is recorded before any message is sent: no worker can finish a half-unpacked batch.
-    deps.progress.init_batch(batch_id, BatchStatus.PROCESSING, plan.total_files, now, ignored=len(plan.ignored))
+    deps.progress.init_batch(
+        batch_id, BatchStatus.PROCESSING, plan.total_files, now, ignored=len(plan.ignored)
+    )
     deps.ledger.start_batch(batch_id, plan.total_files, len(plan.ignored))
     deps.ledger.add_entries(
         batch_id,
@@ -194,7 +202,7 @@ def stage_zip(deps: Deps, upload: Upload) -> StageReport:
             for entry in todo:
                 try:
                     data = opened.read(entry)
-                except archive.EntryRejected as exc:
+                except EntryRejected as exc:
                     _record_and_count(deps, batch_id, entry.index, _failed(exc.reason))
                     report.rejected += 1
                     continue
@@ -374,14 +382,18 @@ def process_file(deps: Deps, task: FileTask) -> FileRow | None:
     deps.store.copy(task.bucket, task.staging_key, key)
     timings["copy"] = time.monotonic() - t
     t = time.monotonic()
-    linked = FileResult(Outcome.LINKED, Reason.MATCHED, user_id=user.id, final_key=key, sha256=sha, detail=timings)
+    linked = FileResult(
+        Outcome.LINKED, Reason.MATCHED, user_id=user.id, final_key=key, sha256=sha, detail=timings
+    )
     won = deps.ledger.link(task.batch_id, task.index, user.id, url, linked)
     timings["update"] = time.monotonic() - t
     if won:
         stored = deps.ledger.get_file(task.batch_id, task.index)
         assert stored is not None
         _count(deps, stored)
-        logger.info("file processed", extra={"outcome": stored.outcome, "reason": stored.reason, "attempt": attempt})
+        logger.info(
+            "file processed", extra={"outcome": stored.outcome, "reason": stored.reason, "attempt": attempt}
+        )
         return stored
     # Someone else linked this user (another file, or another delivery of this one). Remove our
     # copy unless it is the very object the user now points at (identical PDFs share a key).
@@ -487,7 +499,11 @@ def batch_status(deps: Deps, batch_id: str) -> dict[str, Any]:
 
 
 def _shape_live(batch_id: str, raw: Mapping[str, str]) -> dict[str, Any]:
-    counts = {k: _int(v) for k, v in raw.items() if k in COUNTED_OUTCOMES or k == "processed" or k.startswith("reason:")}
+    counts = {
+        k: _int(v)
+        for k, v in raw.items()
+        if k in COUNTED_OUTCOMES or k == "processed" or k.startswith("reason:")
+    }
     total = _int(raw.get("totalFiles")) if raw.get("totalFiles") not in (None, "", "-1") else None
     body = _shape(
         batch_id,
@@ -535,7 +551,9 @@ def _shape(
         "percent": percent,
         **{o: int(counts.get(o, 0)) for o in COUNTED_OUTCOMES},
         "ignored": ignored,
-        "reasons": {k.split(":", 1)[1]: int(v) for k, v in sorted(counts.items()) if k.startswith("reason:") and v},
+        "reasons": {
+            k.split(":", 1)[1]: int(v) for k, v in sorted(counts.items()) if k.startswith("reason:") and v
+        },
         "createdAt": _iso(created),
         "updatedAt": _iso(updated),
         "completedAt": _iso(completed),
@@ -627,13 +645,13 @@ def _iso(ts: float | None) -> str | None:
 
 def _int(value: str | None) -> int:
     try:
-        return int(float(value)) if value not in (None, "") else 0  # type: ignore[arg-type]
+        return int(float(value)) if value not in (None, "") else 0
     except ValueError:
         return 0
 
 
 def _float(value: str | None) -> float | None:
     try:
-        return float(value) if value not in (None, "") else None  # type: ignore[arg-type]
+        return float(value) if value not in (None, "") else None
     except ValueError:
         return None

@@ -198,6 +198,7 @@ class MysqlLedger:
         self._clock = clock
         # Identifiers are validated in config (plain names), so formatting them in is safe.
         u = users
+        # Only identifiers are formatted in (validated as plain names in config); values stay %s.
         self._sql_find_users = (
             f"SELECT `{u.id_column}` AS id, `{u.email_column}` AS email, `{u.pdf_url_column}` AS pdf_url "
             f"FROM {_quote_table(u.table)} WHERE `{u.email_column}` IN ({{placeholders}})"
@@ -321,8 +322,8 @@ class MysqlLedger:
         with self.client.cursor() as cur:
             for start in range(0, len(rows), 1000):
                 cur.executemany(
-                    "INSERT IGNORE INTO pdfbatch_files "
-                    "(batch_id, entry_index, entry_name, kind, size, outcome, reason, created_at, finished_at) "
+                    "INSERT IGNORE INTO pdfbatch_files (batch_id, entry_index, entry_name, kind, size, "
+                    "outcome, reason, created_at, finished_at) "
                     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
                     rows[start : start + 1000],
                 )

@@ -1,0 +1,53 @@
+"""Shared fixtures: the real MariaDB and Redis of this machine, moto for S3/SQS, LocalStack for e2e."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest_plugins = [p for p in ("plugins.localstack", "plugins.services") if importlib.util.find_spec(p)]
+
+# Tests never touch the demo stack's database or Redis db 0.
+TEST_MYSQL_ROOT = os.environ.get("PDFBATCH_TEST_MYSQL_ROOT_URL", "mysql://root@127.0.0.1:3306/test")
+TEST_REDIS_URL = os.environ.get("PDFBATCH_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+
+def pytest_configure(config: Any) -> None:
+    os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "pdfbatch")
+    os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "pdfbatch")
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+
+
+@pytest.fixture()
+def run_id() -> str:
+    """A short unique id for names created by one test."""
+    return uuid.uuid4().hex[:10]
+
+
+@pytest.fixture()
+def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fake credentials so nothing can reach a real AWS account."""
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+@pytest.fixture()
+def moto_aws(aws_credentials: None) -> Iterator[None]:
+    """moto's in-process S3 and SQS."""
+    from moto import mock_aws
+
+    with mock_aws():
+        yield

@@ -1,0 +1,220 @@
+"""The three Lambda handlers with AWS-shaped events, over real MariaDB/Redis and moto S3/SQS."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import uuid
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+from urllib.parse import quote_plus
+
+import pytest
+from test_pipeline import ledger_rows, make_zip
+
+from fixtures import pdfs
+from pdfbatch import bootstrap
+from plugins.services import add_users
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_handler(name: str) -> ModuleType:
+    """Import functions/<name>/handler.py as its own module, as Lambda does."""
+    spec = importlib.util.spec_from_file_location(f"handler_{name}", ROOT / "functions" / name / "handler.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+class Context:
+    function_name = "test"
+    memory_limit_in_mb = 512
+    invoked_function_arn = "arn:aws:lambda:us-east-1:000000000000:function:test"
+    aws_request_id = "req-1"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+@pytest.fixture()
+def wired(deps: Any) -> Any:
+    bootstrap.override(deps)
+    yield deps
+    bootstrap.override(None)
+
+
+def s3_event(bucket: str, key: str, size: int, sequencer: str = "00A1") -> dict[str, Any]:
+    return {
+        "Records": [
+            {
+                "eventVersion": "2.1",
+                "eventSource": "aws:s3",
+                "awsRegion": "us-east-1",
+                "eventTime": "2026-11-29T10:00:00.000Z",
+                "eventName": "ObjectCreated:Put",
+                "s3": {
+                    "s3SchemaVersion": "1.0",
+                    "bucket": {"name": bucket, "arn": f"arn:aws:s3:::{bucket}"},
+                    "object": {"key": quote_plus(key), "size": size, "sequencer": sequencer},
+                },
+            }
+        ]
+    }
+
+
+def sqs_event(bodies: list[dict[str, Any]], receive_count: int = 1) -> dict[str, Any]:
+    return {
+        "Records": [
+            {
+                "messageId": str(uuid.uuid4()),
+                "receiptHandle": "rh",
+                "body": json.dumps(body),
+                "attributes": {"ApproximateReceiveCount": str(receive_count), "SentTimestamp": "1"},
+                "messageAttributes": {},
+                "md5OfBody": "",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:work",
+                "awsRegion": "us-east-1",
+            }
+            for body in bodies
+        ]
+    }
+
+
+def header(resp: dict[str, Any], name: str) -> str | None:
+    """A response header, whether the resolver used headers or multiValueHeaders."""
+    if name in (resp.get("headers") or {}):
+        return str(resp["headers"][name])
+    values = (resp.get("multiValueHeaders") or {}).get(name)
+    return str(values[0]) if values else None
+
+
+def api_event(method: str, path: str, query: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "resource": path,
+        "path": path,
+        "httpMethod": method,
+        "headers": {"Accept": "application/json"},
+        "multiValueHeaders": {},
+        "queryStringParameters": query,
+        "multiValueQueryStringParameters": {k: [v] for k, v in (query or {}).items()} or None,
+        "pathParameters": None,
+        "stageVariables": None,
+        "requestContext": {
+            "stage": "v1",
+            "requestId": "r",
+            "httpMethod": method,
+            "path": path,
+            "resourcePath": path,
+            "identity": {"sourceIp": "127.0.0.1"},
+        },
+        "body": None,
+        "isBase64Encoded": False,
+    }
+
+
+def test_handlers_run_a_batch_from_s3_event_to_status(wired: Any, db: Any) -> None:
+    deps = wired
+    add_users(db, "hand@example.com")
+    data = make_zip(
+        [
+            ("dir/My CV (final).pdf", pdfs.resume_pdf("H", "hand@example.com")),
+            ("other.pdf", pdfs.text_pdf(["nothing"])),
+        ]
+    )
+    key = "uploads/ops drop+1.zip"
+    deps.store.put_bytes(deps.settings.bucket, key, data, "application/zip")
+    unzip, process, status = load_handler("unzip"), load_handler("process_pdf"), load_handler("status")
+
+    # WHEN the S3 event reaches unzip (key URL-encoded as S3 sends it)
+    out = unzip.handler(s3_event(deps.settings.bucket, key, len(data)), Context())
+    batch_id = out["batches"][0]["batchId"]
+    assert out["batches"][0]["totalFiles"] == 2
+
+    # and the queued messages reach process_pdf
+    sqs = deps.queue.client
+    got = sqs.receive_message(QueueUrl=deps.queue.queue_url, MaxNumberOfMessages=10)
+    bodies = [json.loads(m["Body"]) for m in got["Messages"]]
+    result = process.handler(sqs_event(bodies), Context())
+    assert result == {"batchItemFailures": []}
+
+    # THEN status reports it COMPLETED, lists the files, and finds the batch by key
+    resp = status.handler(api_event("GET", f"/batches/{batch_id}"), Context())
+    assert resp["statusCode"] == 200
+    body = json.loads(resp["body"])
+    assert body["status"] == "COMPLETED" and body["linked"] == 1 and body["skipped_no_match"] == 1
+    assert header(resp, "Retry-After") is None
+    files = json.loads(status.handler(api_event("GET", f"/batches/{batch_id}/files"), Context())["body"])
+    assert [f["name"] for f in files["items"]] == ["dir/My CV (final).pdf", "other.pdf"]
+    found = json.loads(status.handler(api_event("GET", "/batches", {"key": key}), Context())["body"])
+    assert [b["batchId"] for b in found["batches"]] == [batch_id]
+
+
+def test_status_errors_are_json(wired: Any) -> None:
+    status = load_handler("status")
+    resp = status.handler(api_event("GET", f"/batches/{'f' * 32}"), Context())
+    assert resp["statusCode"] == 404
+    assert json.loads(resp["body"])["error"] == "not_found"
+    resp = status.handler(api_event("GET", "/batches"), Context())
+    assert resp["statusCode"] == 400
+    resp = status.handler(api_event("GET", "/nope"), Context())
+    assert resp["statusCode"] == 404
+
+
+def test_post_batches_returns_a_presigned_post_and_pending_status(wired: Any) -> None:
+    status = load_handler("status")
+    resp = status.handler(api_event("POST", "/batches"), Context())
+    assert resp["statusCode"] == 201
+    body = json.loads(resp["body"])
+    assert body["upload"]["fields"]["key"] == f"uploads/{body['batchId']}.zip"
+    polled = status.handler(api_event("GET", f"/batches/{body['batchId']}"), Context())
+    assert json.loads(polled["body"])["status"] == "PENDING"
+    assert header(polled, "Retry-After") == "1"
+
+
+def test_failing_record_is_reported_and_recorded_failed_on_its_last_delivery(
+    wired: Any, db: Any, monkeypatch: Any
+) -> None:
+    deps = wired
+    data = make_zip([("a.pdf", pdfs.text_pdf(["x"])), ("b.pdf", pdfs.text_pdf(["y"]))])
+    key = "uploads/fail.zip"
+    deps.store.put_bytes(deps.settings.bucket, key, data, "application/zip")
+    unzip, process = load_handler("unzip"), load_handler("process_pdf")
+    batch_id = unzip.handler(s3_event(deps.settings.bucket, key, len(data)), Context())["batches"][0][
+        "batchId"
+    ]
+    got = deps.queue.client.receive_message(QueueUrl=deps.queue.queue_url, MaxNumberOfMessages=10)
+    bodies = sorted((json.loads(m["Body"]) for m in got["Messages"]), key=lambda b: b["index"])
+
+    # GIVEN a staged object that cannot be read because S3 keeps failing for one file
+    from pdfbatch.errors import DependencyUnavailable
+
+    real_get = deps.store.get_bytes
+
+    def flaky(bucket: str, k: str) -> bytes:
+        if k == bodies[0]["key"]:
+            raise DependencyUnavailable("s3", "SlowDown")
+        return real_get(bucket, k)
+
+    monkeypatch.setattr(deps.store, "get_bytes", flaky)
+    # WHEN the batch arrives on an early delivery: only the failing record is reported back
+    event = sqs_event(bodies)
+    result = process.handler(event, Context())
+    assert [f["itemIdentifier"] for f in result["batchItemFailures"]] == [event["Records"][0]["messageId"]]
+    rows = ledger_rows(db, batch_id)
+    assert rows[0]["outcome"] is None and rows[1]["outcome"] == "skipped_no_match"
+    # and on its last delivery the file is recorded failed, so the batch completes
+    result = process.handler(sqs_event(bodies[:1], receive_count=deps.settings.max_receive_count), Context())
+    assert result == {"batchItemFailures": []}
+    rows = ledger_rows(db, batch_id)
+    assert (rows[0]["outcome"], rows[0]["reason"]) == ("failed", "gave_up")
+    assert rows[0]["attempts"] == 2
+    status = load_handler("status")
+    body = json.loads(status.handler(api_event("GET", f"/batches/{batch_id}"), Context())["body"])
+    assert body["status"] == "COMPLETED" and body["failed"] == 1

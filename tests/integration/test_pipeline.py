@@ -1,0 +1,399 @@
+"""The pipeline's services against the real MariaDB and Redis (S3 and SQS from moto)."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import zipfile
+from collections import Counter
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from fixtures import pdfs
+from pdfbatch import services
+from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
+from pdfbatch.adapters.redis import done_key, progress_key
+from pdfbatch.model import FileTask
+from plugins.services import add_users
+
+pytestmark = pytest.mark.integration
+
+
+def make_zip(entries: list[tuple[str, bytes]]) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in entries:
+            zf.writestr(name, data)
+    return buf.getvalue()
+
+
+def upload(
+    deps: Any, data: bytes, key: str = "uploads/drop.zip", sequencer: str = "0055AED6DCD90281E5"
+) -> services.Upload:
+    deps.store.put_bytes(deps.settings.bucket, key, data, "application/zip")
+    return services.Upload(bucket=deps.settings.bucket, key=key, size=len(data), sequencer=sequencer)
+
+
+def receive_all(deps: Any) -> list[dict[str, Any]]:
+    """Every message now on the work queue (deleted as received)."""
+    sqs = deps.queue.client
+    out = []
+    while True:
+        got = sqs.receive_message(QueueUrl=deps.queue.queue_url, MaxNumberOfMessages=10)
+        msgs = got.get("Messages", [])
+        if not msgs:
+            return out
+        for m in msgs:
+            out.append(json.loads(m["Body"]))
+            sqs.delete_message(QueueUrl=deps.queue.queue_url, ReceiptHandle=m["ReceiptHandle"])
+
+
+def drain(deps: Any, times: int = 1) -> list[dict[str, Any]]:
+    msgs = receive_all(deps)
+    for _ in range(times):
+        for body in msgs:
+            services.process_file(deps, FileTask.from_message(body))
+    return msgs
+
+
+def ledger_rows(db: Any, batch_id: str) -> list[dict[str, Any]]:
+    with db.cursor() as cur:
+        cur.execute(
+            "SELECT entry_index, entry_name, kind, outcome, reason, user_id, final_key, attempts "
+            "FROM pdfbatch_files WHERE batch_id = %s ORDER BY entry_index",
+            (batch_id,),
+        )
+        cols = [c[0] for c in cur.description]
+        return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+
+def pdf_urls(db: Any) -> dict[str, str | None]:
+    with db.cursor() as cur:
+        cur.execute("SELECT email, pdf_url FROM users")
+        return dict(cur.fetchall())
+
+
+def assert_counters_match_ledger(deps: Any, batch_id: str) -> dict[str, Any]:
+    status = services.batch_status(deps, batch_id)
+    counted = Counter(
+        r.outcome for r in services.iter_all_files(deps, batch_id) if r.kind == "pdf" and r.outcome
+    )
+    for outcome in ("linked", "skipped_no_match", "skipped_already_exists", "failed"):
+        assert status[outcome] == counted.get(outcome, 0), outcome
+    assert status["processed"] == sum(counted.values())
+    return status
+
+
+def test_mixed_zip_ends_with_one_outcome_per_pdf_and_counters_equal_ledger(deps: Any, db: Any) -> None:
+    # GIVEN users and a ZIP covering the main outcomes plus junk entries
+    ids = add_users(db, "alice@example.com", "bob@example.com")
+    add_users(db, "taken@example.com", pdf_url="s3://elsewhere/old.pdf")
+    data = make_zip(
+        [
+            ("resumes/alice.pdf", pdfs.resume_pdf("Alice", "Alice@Example.com")),
+            ("resumes/BOB.PDF", pdfs.resume_pdf("Bob", "bob@example.com")),
+            ("stranger.pdf", pdfs.resume_pdf("Stranger", "nobody@nowhere.org")),
+            ("noemail.pdf", pdfs.text_pdf(["Just some text without an address"])),
+            ("scan.pdf", pdfs.image_only_pdf()),
+            ("broken.pdf", pdfs.truncated_pdf("alice@example.com")),
+            ("locked.pdf", pdfs.password_pdf("Contact: bob@example.com")),
+            ("taken.pdf", pdfs.resume_pdf("Taken", "taken@example.com")),
+            ("__MACOSX/._alice.pdf", b"junk"),
+            ("notes.txt", b"hello"),
+            ("docs/", b""),
+        ]
+    )
+    # WHEN the ZIP is staged and every message is processed
+    report = services.stage_zip(deps, upload(deps, data))
+    assert report.total_files == 8
+    assert report.ignored == 3
+    drain(deps)
+    # THEN the batch is COMPLETED and every PDF has exactly one outcome and reason
+    status = assert_counters_match_ledger(deps, report.batch_id)
+    assert status["status"] == "COMPLETED"
+    assert (
+        status["linked"],
+        status["skipped_no_match"],
+        status["skipped_already_exists"],
+        status["failed"],
+    ) == (
+        2,
+        3,
+        1,
+        2,
+    )
+    rows = {r["entry_name"]: r for r in ledger_rows(db, report.batch_id)}
+    assert rows["stranger.pdf"]["reason"] == "no_user"
+    assert rows["noemail.pdf"]["reason"] == "no_email"
+    assert rows["scan.pdf"]["reason"] == "no_text_layer"
+    assert rows["broken.pdf"]["reason"] == "malformed_pdf"
+    assert rows["locked.pdf"]["reason"] == "encrypted"
+    assert rows["taken.pdf"]["reason"] == "already_linked"
+    assert rows["notes.txt"]["outcome"] == "ignored"
+    urls = pdf_urls(db)
+    alice_key = rows["resumes/alice.pdf"]["final_key"]
+    assert urls["alice@example.com"] == f"s3://{deps.settings.bucket}/{alice_key}"
+    assert alice_key.startswith(f"pdfs/{ids['alice@example.com']}/")
+    assert urls["taken@example.com"] == "s3://elsewhere/old.pdf"
+    assert deps.store.get_bytes(deps.settings.bucket, alice_key).startswith(b"%PDF-")
+    # and the MySQL summary agrees with Redis
+    batch = deps.ledger.get_batch(report.batch_id)
+    assert batch.status == "COMPLETED"
+    assert batch.counts["linked"] == 2
+
+
+def test_redelivering_every_message_twice_changes_nothing(deps: Any, db: Any) -> None:
+    # GIVEN a processed batch
+    add_users(db, "a@example.com", "b@example.com")
+    data = make_zip(
+        [
+            (f"f{i}.pdf", pdfs.resume_pdf("X", f"{'ab'[i % 2]}@example.com" if i < 2 else f"n{i}@x.org"))
+            for i in range(6)
+        ]
+    )
+    report = services.stage_zip(deps, upload(deps, data))
+    msgs = receive_all(deps)
+    for body in msgs:
+        services.process_file(deps, FileTask.from_message(body))
+    before_status = services.batch_status(deps, report.batch_id)
+    before_rows = ledger_rows(db, report.batch_id)
+    before_urls = pdf_urls(db)
+    # WHEN every message arrives twice more
+    for _ in range(2):
+        for body in msgs:
+            services.process_file(deps, FileTask.from_message(body))
+    # THEN counters, ledger outcomes and pdf_url values are as after one delivery
+    after = services.batch_status(deps, report.batch_id)
+    for field in ("processed", "linked", "skipped_no_match", "skipped_already_exists", "failed", "status"):
+        assert after[field] == before_status[field]
+    assert [(r["outcome"], r["reason"], r["final_key"]) for r in ledger_rows(db, report.batch_id)] == [
+        (r["outcome"], r["reason"], r["final_key"]) for r in before_rows
+    ]
+    assert pdf_urls(db) == before_urls
+    assert after["status"] == "COMPLETED" and after["linked"] == 2
+
+
+def test_duplicate_s3_notification_reruns_the_same_batch_without_double_counting(deps: Any, db: Any) -> None:
+    # GIVEN a ZIP dropped with the AWS CLI and processed once
+    add_users(db, "a@example.com")
+    data = make_zip(
+        [("a.pdf", pdfs.resume_pdf("A", "a@example.com")), ("b.pdf", pdfs.text_pdf(["no email"]))]
+    )
+    up = upload(deps, data, key="uploads/ops drop.zip")
+    first = services.stage_zip(deps, up)
+    drain(deps)
+    # WHEN the same notification (same sequencer) arrives again
+    second = services.stage_zip(deps, up)
+    # THEN it maps to the same batch, which stays COMPLETED with the same counts
+    assert second.batch_id == first.batch_id
+    assert second.duplicate
+    assert receive_all(deps) == []
+    status = assert_counters_match_ledger(deps, first.batch_id)
+    assert status["processed"] == 2 and status["linked"] == 1
+    # and a new upload of the same key (a new sequencer) is a new batch
+    third = services.stage_zip(deps, replace(up, sequencer="0055AED6DCD90281F0"))
+    assert third.batch_id != first.batch_id
+
+
+def test_rerun_of_an_unfinished_batch_resends_only_what_is_not_done(deps: Any, db: Any) -> None:
+    # GIVEN an unzip run whose messages were partly processed (the function then died)
+    add_users(db, "a@example.com")
+    data = make_zip(
+        [(f"{i}.pdf", pdfs.resume_pdf("A", "a@example.com" if i == 0 else f"x{i}@x.org")) for i in range(5)]
+    )
+    up = upload(deps, data)
+    report = services.stage_zip(deps, up)
+    msgs = receive_all(deps)
+    for body in msgs[:2]:
+        services.process_file(deps, FileTask.from_message(body))
+    # WHEN S3 retries the same event
+    rerun = services.stage_zip(deps, up)
+    # THEN the same batch is resumed, finished files are not re-sent, and nothing is counted twice
+    assert rerun.batch_id == report.batch_id
+    assert rerun.skipped_done == 2
+    resent = receive_all(deps)
+    assert len(resent) == 3
+    for body in resent + msgs:  # late duplicates of the first run arrive too
+        services.process_file(deps, FileTask.from_message(body))
+    status = assert_counters_match_ledger(deps, report.batch_id)
+    assert status["status"] == "COMPLETED"
+    assert status["processed"] == 5
+
+
+def test_identical_pdfs_in_one_zip_link_exactly_one(deps: Any, db: Any) -> None:
+    # GIVEN two byte-identical résumés of the same user
+    add_users(db, "twin@example.com")
+    pdf = pdfs.resume_pdf("Twin", "twin@example.com")
+    report = services.stage_zip(deps, upload(deps, make_zip([("one.pdf", pdf), ("two.pdf", pdf)])))
+    # WHEN both are processed
+    drain(deps)
+    # THEN one is linked, the other skipped, and the shared final object is still there
+    rows = ledger_rows(db, report.batch_id)
+    assert sorted(r["outcome"] for r in rows) == ["linked", "skipped_already_exists"]
+    key = next(r["final_key"] for r in rows if r["outcome"] == "linked")
+    assert deps.store.get_bytes(deps.settings.bucket, key).startswith(b"%PDF-")
+
+
+def test_different_pdfs_for_one_user_leave_no_orphan_copy(deps: Any, db: Any) -> None:
+    # GIVEN two different résumés of the same user
+    add_users(db, "dup@example.com")
+    data = make_zip(
+        [
+            ("v1.pdf", pdfs.resume_pdf("V1", "dup@example.com")),
+            ("v2.pdf", pdfs.resume_pdf("V2", "dup@example.com", "second version")),
+        ]
+    )
+    services.stage_zip(deps, upload(deps, data))
+    # WHEN both are processed
+    drain(deps)
+    # THEN exactly one object exists under pdfs/ and it is the linked one
+    listed = deps.store.client.list_objects_v2(Bucket=deps.settings.bucket, Prefix="pdfs/")
+    keys = [o["Key"] for o in listed.get("Contents", [])]
+    assert len(keys) == 1
+    assert pdf_urls(db)["dup@example.com"].endswith(keys[0])
+
+
+def test_two_workers_racing_for_one_user_link_exactly_one_pdf(deps: Any, db: Any, mysql_url: str) -> None:
+    # GIVEN many different PDFs of the same user, staged
+    add_users(db, "race@example.com")
+    n = 8
+    data = make_zip(
+        [(f"r{i}.pdf", pdfs.resume_pdf(f"R{i}", "race@example.com", f"variant {i}")) for i in range(n)]
+    )
+    report = services.stage_zip(deps, upload(deps, data))
+    msgs = receive_all(deps)
+    # WHEN two workers with their own MySQL connections process all of them at once (each twice)
+    barrier = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def worker(order: list[dict[str, Any]]) -> None:
+        ledger = MysqlLedger(MysqlClient.from_url(mysql_url), deps.settings.users)
+        mine = replace(deps, ledger=ledger, users=ledger)
+        barrier.wait()
+        try:
+            for body in order:
+                services.process_file(mine, FileTask.from_message(body))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [
+        threading.Thread(target=worker, args=(msgs,)),
+        threading.Thread(target=worker, args=(msgs[::-1],)),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # THEN exactly one PDF is linked, every other one is already_exists, and no orphan copies remain
+    assert not errors
+    rows = ledger_rows(db, report.batch_id)
+    assert Counter(r["outcome"] for r in rows) == {"linked": 1, "skipped_already_exists": n - 1}
+    listed = deps.store.client.list_objects_v2(Bucket=deps.settings.bucket, Prefix="pdfs/")
+    assert len(listed.get("Contents", [])) == 1
+    status = assert_counters_match_ledger(deps, report.batch_id)
+    assert status["status"] == "COMPLETED"
+
+
+def test_first_candidate_that_is_a_user_wins_over_an_earlier_non_user(deps: Any, db: Any) -> None:
+    # GIVEN a résumé whose first address is a recruiter's (not a user) and then the candidate's
+    add_users(db, "candidate@example.com", "later@example.com")
+    pdf = pdfs.text_pdf(
+        [
+            ["Sent by recruiter@agency.com", "Candidate: candidate@example.com"],
+            ["Reference: later@example.com"],
+        ]
+    )
+    report = services.stage_zip(deps, upload(deps, make_zip([("cv.pdf", pdf)])))
+    drain(deps)
+    # THEN the candidate is linked
+    rows = ledger_rows(db, report.batch_id)
+    assert rows[0]["outcome"] == "linked"
+    assert pdf_urls(db)["candidate@example.com"] is not None
+    assert pdf_urls(db)["later@example.com"] is None
+
+
+def test_corrupt_zip_fails_the_batch_with_a_reason(deps: Any, db: Any) -> None:
+    report = services.stage_zip(deps, upload(deps, b"this is not a zip at all" * 100))
+    assert report.status == "FAILED"
+    status = services.batch_status(deps, report.batch_id)
+    assert status["status"] == "FAILED"
+    assert status["reason"] == "corrupt_zip"
+    assert deps.ledger.get_batch(report.batch_id).status == "FAILED"
+
+
+def test_zip_without_pdfs_completes_with_zero_files(deps: Any, db: Any) -> None:
+    report = services.stage_zip(deps, upload(deps, make_zip([("readme.txt", b"hi"), ("._x.pdf", b"x")])))
+    status = services.batch_status(deps, report.batch_id)
+    assert status["status"] == "COMPLETED"
+    assert status["totalFiles"] == 0
+    assert status["ignored"] == 2
+    assert status["percent"] == 100.0
+
+
+def test_oversized_entry_is_failed_too_large_and_the_rest_goes_on(deps: Any, db: Any) -> None:
+    # GIVEN a per-PDF limit smaller than one entry
+    add_users(db, "small@example.com")
+    small = pdfs.resume_pdf("S", "small@example.com")
+    big = pdfs.manual_pdf(30, 1)
+    limits = replace(deps.settings.limits, max_pdf_bytes=len(small) + 1000)
+    deps = replace(deps, settings=replace(deps.settings, limits=limits))
+    report = services.stage_zip(deps, upload(deps, make_zip([("small.pdf", small), ("big.pdf", big)])))
+    drain(deps)
+    rows = {r["entry_name"]: r for r in ledger_rows(db, report.batch_id)}
+    assert (rows["big.pdf"]["outcome"], rows["big.pdf"]["reason"]) == ("failed", "too_large")
+    assert rows["small.pdf"]["outcome"] == "linked"
+    assert services.batch_status(deps, report.batch_id)["status"] == "COMPLETED"
+
+
+def test_progress_expiring_mid_batch_is_rebuilt_from_the_ledger(deps: Any, db: Any) -> None:
+    # GIVEN a batch half processed
+    data = make_zip([(f"{i}.pdf", pdfs.text_pdf([f"file {i}"])) for i in range(6)])
+    report = services.stage_zip(deps, upload(deps, data))
+    msgs = receive_all(deps)
+    for body in msgs[:3]:
+        services.process_file(deps, FileTask.from_message(body))
+    before = services.batch_status(deps, report.batch_id)["processed"]
+    # WHEN the Redis keys expire
+    deps.progress.client.delete(progress_key(report.batch_id), done_key(report.batch_id))
+    # THEN status still answers from MySQL without going backwards
+    assert services.batch_status(deps, report.batch_id)["processed"] == before == 3
+    # and processing the rest (plus a duplicate) completes with exact counts
+    for body in msgs[2:]:
+        services.process_file(deps, FileTask.from_message(body))
+    status = assert_counters_match_ledger(deps, report.batch_id)
+    assert status["status"] == "COMPLETED"
+    assert status["processed"] == 6
+
+
+def test_status_of_unknown_or_malformed_id_is_not_found(deps: Any) -> None:
+    from pdfbatch.errors import NotFound
+
+    for batch_id in ("0" * 32, "../../etc", "ABC"):
+        with pytest.raises(NotFound):
+            services.batch_status(deps, batch_id)
+
+
+def test_files_are_listed_in_entry_order_with_a_cursor(deps: Any, db: Any) -> None:
+    names = ["../../evil.pdf", "/abs/x.pdf", "dir\\win.pdf", "résumé ünïcödé.pdf", "quote'\"`.pdf"]
+    data = make_zip([(n, pdfs.text_pdf(["no email here"])) for n in names])
+    report = services.stage_zip(deps, upload(deps, data))
+    drain(deps)
+    page1 = services.list_files(deps, report.batch_id, limit=2)
+    page2 = services.list_files(deps, report.batch_id, cursor=page1["nextCursor"], limit=10)
+    listed = [i["name"] for i in page1["items"] + page2["items"]]
+    assert listed == names
+    assert page2["nextCursor"] is None
+    # and untrusted names never become keys
+    listed_keys = deps.store.client.list_objects_v2(Bucket=deps.settings.bucket, Prefix="staging/")
+    assert all(k["Key"].startswith(f"staging/{report.batch_id}/") for k in listed_keys["Contents"])
+
+
+def test_create_batch_returns_a_presigned_post_for_its_own_key(deps: Any) -> None:
+    body = services.create_batch(deps)
+    assert body["upload"]["fields"]["key"] == f"uploads/{body['batchId']}.zip"
+    assert services.batch_status(deps, body["batchId"])["status"] == "PENDING"
+    other = services.create_batch(deps)
+    assert other["batchId"] != body["batchId"]
