@@ -1,0 +1,577 @@
+"""ZIP inspection and safe, streaming extraction.
+
+The ZIP is never held in memory: ``RangedReader`` turns a ranged-GET callable into a seekable file
+that keeps at most a couple of blocks, ``zipfile`` reads the central directory through it, and each
+PDF entry is inflated on its own, under a hard cap, when the caller asks for it.
+
+Every entry name is untrusted text: it is kept exactly as written (decoded as ``zipfile`` does:
+UTF-8 when the entry's flag says so, cp437 otherwise) for display, and nothing derives a path from
+it. Entries are addressed by ``index``, their position in the central directory.
+
+Limits (``pdfbatch.config.Limits``) and why each matters:
+
+- ``max_zip_bytes`` (5 GiB): checked against the object size before any byte is read; it bounds
+  the time and bytes one unzip run can spend, and a ZIP over it fails the batch (``zip_too_large``).
+- ``max_entries`` (100,000, every entry, PDF or not): the central directory is the one thing read
+  whole (about 100 bytes plus one ``ZipInfo`` per entry). Its records are counted by a streaming
+  walk *before* ``zipfile`` parses them, so a directory of millions of records fails the batch
+  (``too_many_entries``) without being loaded.
+- ``max_pdf_bytes`` (100 MiB uncompressed, per PDF): one entry is held in memory while it is staged,
+  and PDF parsing time grows with size. An entry declaring more is failed (``too_large``) without
+  being inflated; while inflating, output past the *declared* size (a header that lies) stops the
+  read at once, so no entry ever yields more than min(declared, limit) bytes.
+- ``max_ratio`` (200, uncompressed / compressed): a zip bomb needs a huge ratio (deflate reaches
+  ~1,000:1 on zeros); real PDFs are already compressed and rarely exceed 10:1. With the cap the total
+  inflated output of a batch is bounded by ratio x ZIP size, not by what the headers claim.
+
+Other rules that keep one hostile ZIP from hurting the function:
+
+- Only stored and deflate entries are read. ``zipfile`` inflates bzip2 and LZMA with no bound on
+  the output of one call (a 4 KiB bzip2 chunk becomes 1 GiB in memory before any check can run), and
+  LZMA lets the archive choose its dictionary allocation. Those, deflate64 and the rest are failed as
+  ``unsupported_compression``.
+- Encrypted entries (flag bit 0, or strong encryption bit 6) are ``encrypted_zip_entry``.
+- Entries whose data overlap each other, or lie outside the archive, reject the whole ZIP
+  (``corrupt_zip``): that is the shape of a "quoted overlap" bomb, where thousands of entries
+  re-read the same compressed bytes. Python 3.12+ ``zipfile`` also checks this; 3.11 does not.
+- No ``zipfile``/``zlib`` exception escapes: the archive's are ``ArchiveRejected("corrupt_zip")``,
+  an entry's are ``EntryRejected("corrupt_entry")``. Errors from ``fetch`` (e.g.
+  ``DependencyUnavailable``) pass through untouched so the caller can retry.
+"""
+
+from __future__ import annotations
+
+import copy
+import errno
+import io
+import struct
+import zipfile
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import IO, TYPE_CHECKING, BinaryIO, Literal, Protocol
+
+from pdfbatch.config import Limits
+from pdfbatch.errors import ArchiveRejected, DependencyUnavailable, EntryRejected, PdfBatchError
+from pdfbatch.model import Reason
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
+
+__all__ = [
+    "ArchiveRejected",
+    "Entry",
+    "EntryRejected",
+    "OpenedArchive",
+    "Plan",
+    "RangedReader",
+    "classify_name",
+    "inspect",
+    "open_archive",
+    "open_entry",
+    "read_entry",
+]
+
+MiB = 1024 * 1024
+DEFAULT_BLOCK_SIZE = 4 * MiB
+_CHUNK = 1 * MiB  # inflate this much at a time: zipfile's deflate output per call is bounded by it
+
+Fetch = Callable[[int, int], bytes]
+"""``fetch(start, end_inclusive) -> bytes``: exactly ``end_inclusive - start + 1`` bytes."""
+
+EntryKind = Literal["pdf", "ignored"]
+
+_READABLE_METHODS = frozenset({zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED})
+_FLAG_ENCRYPTED = 0x01
+_FLAG_PATCHED = 0x20
+_FLAG_STRONG_ENCRYPTION = 0x40
+
+_EOCD = struct.Struct("<4s4H2LH")  # end of central directory, 22 bytes
+_EOCD_SIG = b"PK\x05\x06"
+_EOCD64_LOCATOR = struct.Struct("<4sLQL")  # 20 bytes
+_EOCD64_LOCATOR_SIG = b"PK\x06\x07"
+_EOCD64 = struct.Struct("<4sQ2H2L4Q")  # 56 bytes
+_EOCD64_SIG = b"PK\x06\x06"
+_CD_HEADER = struct.Struct("<4s24xHHH12x")  # central directory record: signature and 3 lengths
+_CD_SIG = b"PK\x01\x02"
+_LOCAL_HEADER_SIZE = 30
+_MAX_COMMENT = 0xFFFF
+
+# What zipfile and zlib raise on malformed input (UnicodeDecodeError is a ValueError: a name
+# flagged UTF-8 that is not).
+_ZIP_ERRORS: tuple[type[Exception], ...] = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    zlib.error,
+    EOFError,
+    struct.error,
+    ValueError,
+    OverflowError,
+    NotImplementedError,
+    RuntimeError,
+    IndexError,
+)
+
+
+class Readable(Protocol):
+    """What inspection needs from a file: a seekable byte reader."""
+
+    def read(self, n: int = -1, /) -> bytes: ...
+
+    def seek(self, offset: int, whence: int = 0, /) -> int: ...
+
+    def tell(self) -> int: ...
+
+
+# --- A seekable file over ranged reads ------------------------------------------------------
+
+
+class RangedReader(io.RawIOBase):
+    """A seekable, read-only file over ``fetch(start, end_inclusive)`` of an object of known size.
+
+    Small reads fetch a whole block (read-ahead) from the current position, clamped to the end of
+    the object, and at most ``max_blocks`` blocks are kept, least recently used dropped first; a read
+    of a block or more goes straight into the caller's buffer, one block-sized request at a time.
+    So memory stays at ``max_blocks * block_size`` whatever the object size. ``requests`` and
+    ``bytes_fetched`` count what was asked of ``fetch``. Not thread-safe (``zipfile`` serialises
+    access to its file under a lock).
+    """
+
+    def __init__(
+        self, fetch: Fetch, size: int, *, block_size: int = DEFAULT_BLOCK_SIZE, max_blocks: int = 2
+    ) -> None:
+        super().__init__()
+        if size < 0 or block_size <= 0 or max_blocks <= 0:
+            raise ValueError("size must be >= 0, block_size and max_blocks > 0")
+        self._fetch = fetch
+        self._size = size
+        self._block_size = block_size
+        self._max_blocks = max_blocks
+        self._blocks: list[tuple[int, bytes]] = []  # (start, data), most recently used last
+        self._pos = 0
+        self.requests = 0
+        self.bytes_fetched = 0
+
+    @property
+    def size(self) -> int:
+        """Size of the object in bytes."""
+        return self._size
+
+    def readable(self) -> bool:
+        """Always true."""
+        return True
+
+    def seekable(self) -> bool:
+        """Always true."""
+        return True
+
+    def tell(self) -> int:
+        """Current position."""
+        self._checkClosed()
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET, /) -> int:
+        """Move the position; like a real file, beyond the end is allowed and negative is OSError."""
+        self._checkClosed()
+        if whence == io.SEEK_SET:
+            pos = offset
+        elif whence == io.SEEK_CUR:
+            pos = self._pos + offset
+        elif whence == io.SEEK_END:
+            pos = self._size + offset
+        else:
+            raise ValueError(f"invalid whence {whence!r}")
+        if pos < 0:
+            # zipfile relies on OSError here (it probes for records before the start of the file).
+            raise OSError(errno.EINVAL, "negative seek position")
+        self._pos = pos
+        return pos
+
+    def readinto(self, buffer: Buffer) -> int:
+        """Fill ``buffer`` from the current position; short only at the end of the object."""
+        self._checkClosed()
+        with memoryview(buffer) as raw, raw.cast("B") as view:
+            want = max(0, min(len(view), self._size - self._pos))
+            done = 0
+            while done < want:
+                pos = self._pos + done
+                block = self._cached(pos)
+                if block is None:
+                    if want - done >= self._block_size:
+                        n = self._block_size
+                        view[done : done + n] = self._get(pos, n)
+                        done += n
+                        continue
+                    block = self._load(pos)
+                start, data = block
+                n = min(len(data) - (pos - start), want - done)
+                view[done : done + n] = memoryview(data)[pos - start : pos - start + n]
+                done += n
+        self._pos += done
+        return done
+
+    def read(self, size: int | None = -1, /) -> bytes:
+        """Read up to ``size`` bytes (all that is left when negative or None)."""
+        self._checkClosed()
+        left = max(0, self._size - self._pos)
+        n = left if size is None or size < 0 else min(size, left)
+        if n == 0:
+            return b""
+        block = self._cached(self._pos)
+        if block is not None and self._pos + n <= block[0] + len(block[1]):
+            off = self._pos - block[0]
+            self._pos += n
+            return block[1][off : off + n]
+        buf = bytearray(n)
+        got = self.readinto(buf)
+        del buf[got:]
+        return bytes(buf)
+
+    def readall(self) -> bytes:
+        """Read to the end of the object."""
+        return self.read(-1)
+
+    def close(self) -> None:
+        """Drop the cached blocks."""
+        self._blocks.clear()
+        super().close()
+
+    def _cached(self, pos: int) -> tuple[int, bytes] | None:
+        for i, block in enumerate(self._blocks):
+            if block[0] <= pos < block[0] + len(block[1]):
+                if i != len(self._blocks) - 1:
+                    self._blocks.append(self._blocks.pop(i))
+                return block
+        return None
+
+    def _load(self, pos: int) -> tuple[int, bytes]:
+        block = (pos, self._get(pos, min(self._block_size, self._size - pos)))
+        if len(self._blocks) >= self._max_blocks:
+            self._blocks.pop(0)
+        self._blocks.append(block)
+        return block
+
+    def _get(self, start: int, n: int) -> bytes:
+        data = self._fetch(start, start + n - 1)
+        self.requests += 1
+        self.bytes_fetched += len(data)
+        if len(data) != n:
+            # The object changed or the store misbehaved: a fresh attempt can fix it.
+            raise DependencyUnavailable("object store", f"range {start}+{n} returned {len(data)} bytes")
+        return data
+
+
+# --- The plan: every entry, classified --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry of the ZIP as its central directory describes it."""
+
+    index: int  # position in the central directory: the entry's identity
+    name: str  # exactly as written in the ZIP; for display only, never a path
+    kind: EntryKind
+    reason: Reason | None  # None for a readable PDF; why it is ignored, or why the PDF failed
+    compressed_size: int
+    file_size: int
+    crc: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The classified entries of one ZIP."""
+
+    entries: tuple[Entry, ...]
+    pdf_entries: tuple[Entry, ...]  # counted, including those failed at inspection
+    ignored: tuple[Entry, ...]  # listed, never counted
+
+    @classmethod
+    def of(cls, entries: tuple[Entry, ...]) -> Plan:
+        """A plan over ``entries`` (in index order)."""
+        return cls(
+            entries=entries,
+            pdf_entries=tuple(e for e in entries if e.kind == "pdf"),
+            ignored=tuple(e for e in entries if e.kind == "ignored"),
+        )
+
+    @property
+    def total_files(self) -> int:
+        """How many entries count towards the batch."""
+        return len(self.pdf_entries)
+
+
+def classify_name(name: str) -> Reason | None:
+    """Why an entry with this name is ignored, or None when it is a PDF entry."""
+    # Both separators count: some Windows tools write backslashes. This is classification only.
+    basename = name.replace("\\", "/").rsplit("/", 1)[-1]
+    if name.endswith(("/", "\\")):
+        return Reason.DIRECTORY
+    if "__MACOSX" in name.replace("\\", "/").split("/") or basename.startswith("._"):
+        return Reason.MACOS_METADATA
+    if basename.startswith("."):
+        return Reason.HIDDEN_FILE
+    if not basename.lower().endswith(".pdf"):
+        return Reason.NOT_PDF
+    return None
+
+
+def _pdf_problem(info: zipfile.ZipInfo, limits: Limits) -> Reason | None:
+    """Why a PDF entry cannot be read, judged from the central directory alone."""
+    if info.flag_bits & (_FLAG_ENCRYPTED | _FLAG_STRONG_ENCRYPTION):
+        return Reason.ENCRYPTED_ZIP_ENTRY
+    if info.compress_type not in _READABLE_METHODS or info.flag_bits & _FLAG_PATCHED:
+        return Reason.UNSUPPORTED_COMPRESSION
+    if info.file_size > limits.max_pdf_bytes:
+        return Reason.TOO_LARGE
+    if info.file_size > 0 and (
+        info.compress_size == 0 or info.file_size / info.compress_size > limits.max_ratio
+    ):
+        return Reason.TOO_LARGE
+    return None
+
+
+def _entry(index: int, info: zipfile.ZipInfo, limits: Limits) -> Entry:
+    name = info.orig_filename  # zipfile's .filename is cut at a NUL byte; show what is really there
+    ignored = classify_name(name)
+    return Entry(
+        index=index,
+        name=name,
+        kind="ignored" if ignored is not None else "pdf",
+        reason=ignored if ignored is not None else _pdf_problem(info, limits),
+        compressed_size=info.compress_size,
+        file_size=info.file_size,
+        crc=info.CRC,
+    )
+
+
+# --- Opening the archive -----------------------------------------------------------------------
+
+
+class OpenedArchive:
+    """An open ZIP and its plan; entries are read one at a time with ``open``/``read``."""
+
+    def __init__(self, zf: zipfile.ZipFile, plan: Plan, limits: Limits) -> None:
+        self.zip = zf
+        self.plan = plan
+        self.limits = limits
+
+    def open(self, entry: Entry) -> BinaryIO:
+        """Stream one PDF entry (see ``open_entry``)."""
+        return open_entry(self.zip, entry, self.limits)
+
+    def read(self, entry: Entry) -> bytes:
+        """All bytes of one PDF entry (see ``read_entry``)."""
+        return read_entry(self.zip, entry, self.limits)
+
+    def close(self) -> None:
+        """Close the ZipFile (a file object passed in stays open: it belongs to the caller)."""
+        self.zip.close()
+
+    def __enter__(self) -> OpenedArchive:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def open_archive(fileobj: Readable, limits: Limits, size: int | None = None) -> OpenedArchive:
+    """Check the whole ZIP, read its central directory once and classify every entry.
+
+    ``size`` is the object's size when the caller knows it (e.g. S3 ContentLength), so a ZIP over
+    ``max_zip_bytes`` is refused before any byte is read. Raises ``ArchiveRejected`` with
+    ``zip_too_large``, ``too_many_entries`` or ``corrupt_zip``.
+    """
+    if size is not None and size > limits.max_zip_bytes:
+        raise ArchiveRejected("zip_too_large", f"{size} bytes > {limits.max_zip_bytes}")
+    try:
+        actual = fileobj.seek(0, io.SEEK_END)
+        if actual > limits.max_zip_bytes:
+            raise ArchiveRejected("zip_too_large", f"{actual} bytes > {limits.max_zip_bytes}")
+        cd_start, cd_size = _find_central_directory(fileobj, actual)
+        _count_records(fileobj, cd_start, cd_size, limits.max_entries)
+        zf = zipfile.ZipFile(fileobj)
+        infos = zf.infolist()
+        if len(infos) > limits.max_entries:  # cannot happen after the walk; kept as a backstop
+            raise ArchiveRejected("too_many_entries")
+        _check_layout(infos, zf.start_dir)
+        plan = Plan.of(tuple(_entry(i, info, limits) for i, info in enumerate(infos)))
+    except PdfBatchError:
+        raise
+    except _ZIP_ERRORS as exc:
+        raise ArchiveRejected("corrupt_zip", f"{type(exc).__name__}: {exc}") from exc
+    return OpenedArchive(zf, plan, limits)
+
+
+def inspect(fileobj: Readable, limits: Limits, size: int | None = None) -> Plan:
+    """Classify every entry of the ZIP from its central directory; no entry is inflated."""
+    with open_archive(fileobj, limits, size) as opened:
+        return opened.plan
+
+
+def _corrupt(detail: str) -> ArchiveRejected:
+    return ArchiveRejected("corrupt_zip", detail)
+
+
+def _find_central_directory(fp: Readable, size: int) -> tuple[int, int]:
+    """Locate the central directory the way zipfile does; return (start, size)."""
+    if size < _EOCD.size:
+        raise _corrupt("too short to be a ZIP")
+    tail_start = max(0, size - _EOCD.size - _MAX_COMMENT)
+    fp.seek(tail_start)
+    tail = fp.read(size - tail_start)
+    # zipfile first tries a record with no comment at the very end, then searches backwards.
+    if tail[-_EOCD.size : -_EOCD.size + 4] == _EOCD_SIG and tail[-2:] == b"\0\0":
+        pos = len(tail) - _EOCD.size
+    else:
+        pos = tail.rfind(_EOCD_SIG)
+        if pos < 0 or pos + _EOCD.size > len(tail):
+            raise _corrupt("no end of central directory record")
+    _, _, _, _, _, cd_size, _, _ = _EOCD.unpack_from(tail, pos)
+    eocd = tail_start + pos
+    cd_end = eocd
+    if eocd >= _EOCD64_LOCATOR.size:
+        fp.seek(eocd - _EOCD64_LOCATOR.size)
+        locator = fp.read(_EOCD64_LOCATOR.size)
+        if len(locator) == _EOCD64_LOCATOR.size and locator[:4] == _EOCD64_LOCATOR_SIG:
+            _, disk, _, disks = _EOCD64_LOCATOR.unpack(locator)
+            if disk != 0 or disks > 1:
+                raise _corrupt("multi-disk ZIP")
+            rec_start = eocd - _EOCD64_LOCATOR.size - _EOCD64.size
+            if rec_start >= 0:
+                fp.seek(rec_start)
+                rec = fp.read(_EOCD64.size)
+                if len(rec) == _EOCD64.size and rec[:4] == _EOCD64_SIG:
+                    cd_size = _EOCD64.unpack(rec)[8]
+                    cd_end = rec_start
+    # Like zipfile: the directory ends where the end records begin (data may be prepended).
+    cd_start = cd_end - cd_size
+    if cd_start < 0:
+        raise _corrupt("central directory larger than the file")
+    return cd_start, cd_size
+
+
+def _count_records(fp: Readable, start: int, size: int, max_entries: int) -> int:
+    """Walk the central directory's records without keeping them; refuse more than ``max_entries``.
+
+    zipfile parses every record in the directory whatever count the end record claims, so the
+    count that matters is this one.
+    """
+    count = 0
+    offset = 0
+    buf = b""
+    buf_start = 0  # directory offset of buf[0]
+    while offset < size:
+        if count >= max_entries:
+            raise ArchiveRejected("too_many_entries", f"more than {max_entries} entries")
+        need = offset + _CD_HEADER.size - buf_start
+        if need > len(buf):
+            fp.seek(start + buf_start + len(buf))
+            more = fp.read(min(max(need - len(buf), _CHUNK), size - buf_start - len(buf)))
+            buf = buf[offset - buf_start :] + more
+            buf_start = offset
+            if len(buf) < _CD_HEADER.size:
+                raise _corrupt("truncated central directory")
+        sig, n_name, n_extra, n_comment = _CD_HEADER.unpack_from(buf, offset - buf_start)
+        if sig != _CD_SIG:
+            raise _corrupt("bad central directory record")
+        offset += _CD_HEADER.size + n_name + n_extra + n_comment
+        count += 1
+    return count
+
+
+def _check_layout(infos: list[zipfile.ZipInfo], cd_start: int) -> None:
+    """Refuse entries whose data overlap or fall outside the archive (quoted-overlap bombs)."""
+    spans = sorted((info.header_offset, info.compress_size) for info in infos)
+    for i, (offset, compressed) in enumerate(spans):
+        limit = spans[i + 1][0] if i + 1 < len(spans) else cd_start
+        if offset < 0 or offset + _LOCAL_HEADER_SIZE + compressed > limit:
+            raise _corrupt("entries overlap or lie outside the archive")
+
+
+# --- Reading one entry -------------------------------------------------------------------------
+
+
+class _BoundedEntry(io.RawIOBase):
+    """Inflate one entry, refusing any byte past its declared size and any library error."""
+
+    def __init__(self, stream: IO[bytes], declared: int) -> None:
+        super().__init__()
+        self._stream = stream
+        self._declared = declared
+        self._total = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Buffer) -> int:
+        with memoryview(buffer) as raw, raw.cast("B") as view:
+            # Always a bounded read: ZipExtFile.read(-1) would inflate without limit.
+            data = self._read(min(len(view), _CHUNK))
+            view[: len(data)] = data
+        return len(data)
+
+    def readall(self) -> bytes:
+        out = io.BytesIO()  # getvalue() hands over its buffer without a copy
+        while data := self._read(_CHUNK):
+            out.write(data)
+        return out.getvalue()
+
+    def close(self) -> None:
+        if not self.closed:
+            self._stream.close()
+        super().close()
+
+    def _read(self, n: int) -> bytes:
+        if n <= 0:
+            return b""
+        try:
+            data = self._stream.read(n)
+        except PdfBatchError:
+            raise
+        except _ZIP_ERRORS as exc:
+            raise EntryRejected(Reason.CORRUPT_ENTRY, f"{type(exc).__name__}: {exc}") from exc
+        self._total += len(data)
+        if self._total > self._declared:
+            raise EntryRejected(Reason.TOO_LARGE, f"inflates past its declared {self._declared} bytes")
+        if not data and self._total < self._declared:
+            raise EntryRejected(Reason.CORRUPT_ENTRY, f"ends at {self._total} of {self._declared} bytes")
+        return data
+
+
+def open_entry(zf: zipfile.ZipFile, entry: Entry, limits: Limits) -> BinaryIO:
+    """Stream one PDF entry; reading raises ``EntryRejected`` (too_large, corrupt_entry, ...).
+
+    Output never exceeds the entry's declared size, itself at most ``max_pdf_bytes``: the first
+    byte past it stops the read. The limits are checked again here from the central directory.
+    """
+    if entry.kind != "pdf":
+        raise ValueError(f"entry {entry.index} is not a PDF entry")
+    if entry.reason is not None:
+        raise EntryRejected(entry.reason)
+    infos = zf.infolist()
+    if not 0 <= entry.index < len(infos) or infos[entry.index].orig_filename != entry.name:
+        raise ValueError(f"entry {entry.index} is not from this archive")
+    info = infos[entry.index]
+    problem = _pdf_problem(info, limits)
+    if problem is not None:
+        raise EntryRejected(problem)
+    # zipfile silently truncates output at file_size, which would hide a lying header: give it
+    # one byte of room so _BoundedEntry sees the excess and refuses it.
+    roomy = copy.copy(info)
+    roomy.file_size = info.file_size + 1
+    try:
+        stream = zf.open(roomy)
+    except PdfBatchError:
+        raise
+    except _ZIP_ERRORS as exc:
+        raise EntryRejected(Reason.CORRUPT_ENTRY, f"{type(exc).__name__}: {exc}") from exc
+    return io.BufferedReader(_BoundedEntry(stream, info.file_size), buffer_size=_CHUNK)
+
+
+def read_entry(zf: zipfile.ZipFile, entry: Entry, limits: Limits) -> bytes:
+    """All bytes of one PDF entry; at most this entry is held in memory."""
+    with open_entry(zf, entry, limits) as stream:
+        return stream.read()
