@@ -202,23 +202,27 @@ def _is_repair(template: str) -> bool:
 
 
 class _Collector(logging.Handler):
-    """Keeps the templates of pypdf's warnings for the validation running on this thread."""
+    """The one route out of pypdf's loggers: keeps each warning's template for the validation running
+    on this thread and strips the record's arguments, which can quote the file (a dictionary key, a
+    header, a name), before any other handler can format them."""
 
     def __init__(self) -> None:
-        super().__init__(level=logging.WARNING)
+        super().__init__(level=logging.NOTSET)
         self.local = threading.local()
 
     def emit(self, record: logging.LogRecord) -> None:
         sink: list[str] | None = getattr(self.local, "sink", None)
         if sink is not None:
             sink.append(str(record.msg))
+        record.args = None  # later handlers see the template only, e.g. "... for key %(key)s"
+        record.exc_info = record.exc_text = None
 
 
 _collector = _Collector()
 _pypdf_logger = logging.getLogger("pypdf")
-_pypdf_logger.addHandler(_collector)
+_pypdf_logger.handlers.insert(0, _collector)  # first, so it scrubs before anyone else formats
 _pypdf_logger.setLevel(logging.WARNING)
-_pypdf_logger.propagate = False  # pypdf's formatted messages can hold file content: keep them off the root
+_pypdf_logger.propagate = False  # nothing from pypdf reaches the root logger (Lambda, Powertools)
 
 
 @contextmanager
@@ -253,6 +257,11 @@ class Scan(Generic[T]):
 
 
 Lookup = Callable[[Sequence[str]], Mapping[str, T]]
+
+# PDFium is not thread-safe: every call into it from this process goes through this lock. A Lambda
+# execution environment runs one invocation at a time, so it only matters for threaded callers
+# (tests, benchmarks); lookups run outside it.
+PDFIUM_LOCK = threading.RLock()
 
 
 def scan(
@@ -290,7 +299,8 @@ def scan(
             validate_seconds=validate_seconds,
         )
 
-    doc = _open_pdfium(data)
+    with PDFIUM_LOCK:
+        doc = _open_pdfium(data)
     try:
         n_pages = min(len(doc), max_pages)
         for index in range(n_pages):
@@ -298,7 +308,8 @@ def scan(
             # interrupted here: only the Lambda timeout, or a subprocess, bounds one page's extraction.
             if clock() - started - lookup_seconds > budget_seconds:
                 raise PdfTimeout(f"budget of {budget_seconds}s spent after {pages_read} pages")
-            text, links = _page_text(doc, index)
+            with PDFIUM_LOCK:
+                text, links = _page_text(doc, index)
             pages_read += 1
             any_text = any_text or bool(text.strip())
             fresh = [e for e in find_emails(text) + links if e not in seen]
@@ -314,7 +325,8 @@ def scan(
                 if email in known:
                     return result(Reason.MATCHED, email, _get_lower(found, email))
     finally:
-        doc.close()
+        with PDFIUM_LOCK:
+            doc.close()
     if seen:
         return result(Reason.NO_USER)
     return result(Reason.NO_EMAIL if any_text else Reason.NO_TEXT_LAYER)
