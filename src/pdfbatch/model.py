@@ -139,3 +139,40 @@ def staging_key(batch_id: str, index: int) -> str:
 def final_key(user_id: int, sha256: str) -> str:
     """Where a linked PDF lives: one key per user and content, so a re-run rewrites the same object."""
     return f"pdfs/{user_id}/{sha256}.pdf"
+
+
+# What each reason means to a person reading the results (CLI, upload page, CSV).
+REASON_TEXT: dict[str, str] = {
+    Reason.MATCHED: "linked to the user whose email address it contains",
+    Reason.NO_TEXT_LAYER: "no text found (a scan or image-only PDF)",
+    Reason.NO_EMAIL: "no email address found",
+    Reason.NO_USER: "email address found, but no user has it",
+    Reason.ALREADY_LINKED: "the user already has a PDF on file",
+    Reason.MALFORMED_PDF: "not a readable PDF (damaged, truncated or another file type)",
+    Reason.ENCRYPTED: "password-protected",
+    Reason.TIMEOUT: "took too long to read",
+    Reason.TOO_LARGE: "too large (over the size or compression limit)",
+    Reason.ENCRYPTED_ZIP_ENTRY: "encrypted inside the ZIP",
+    Reason.CORRUPT_ENTRY: "damaged inside the ZIP",
+    Reason.UNSUPPORTED_COMPRESSION: "compressed with an unsupported method",
+    Reason.GAVE_UP: "kept failing after several attempts",
+    Reason.MISSING_OBJECT: "the staged copy was gone before it could be read",
+    Reason.DIRECTORY: "a folder",
+    Reason.MACOS_METADATA: "macOS metadata, not a document",
+    Reason.HIDDEN_FILE: "a hidden file",
+    Reason.NOT_PDF: "not a PDF",
+}
+
+BATCH_REASON_TEXT: dict[str, str] = {
+    "corrupt_zip": "the upload is not a readable ZIP file",
+    "zip_too_large": "the ZIP is larger than the configured maximum",
+    "too_many_entries": "the ZIP has more entries than the configured maximum",
+    "zip_missing": "the uploaded ZIP was deleted before it could be read",
+}
+
+
+def describe(reason: str | None) -> str:
+    """A human sentence for a file or batch reason."""
+    if not reason:
+        return ""
+    return REASON_TEXT.get(reason) or BATCH_REASON_TEXT.get(reason) or reason.replace("_", " ")

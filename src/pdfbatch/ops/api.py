@@ -1,0 +1,188 @@
+"""A small client of the pdfbatch REST API (stdlib only): used by the CLI, the e2e tests and the bench."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+FINAL = ("COMPLETED", "FAILED")
+
+
+class ApiError(Exception):
+    """The API answered with an error, or could not be reached."""
+
+    def __init__(self, message: str, status: int | None = None, body: Any = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+
+
+@dataclass
+class ApiClient:
+    """Calls the status API at ``base_url`` (ending in the stage, e.g. .../v1/)."""
+
+    base_url: str
+    api_key: str | None = None
+    timeout: float = 30.0
+
+    def _url(self, path: str) -> str:
+        return self.base_url.rstrip("/") + "/" + path.lstrip("/")
+
+    def request(
+        self, method: str, path: str, query: dict[str, str] | None = None
+    ) -> tuple[int, dict[str, str], Any]:
+        """One call; returns (status, headers, parsed JSON body). Raises ApiError for >= 400."""
+        url = self._url(path)
+        if query:
+            from urllib.parse import urlencode
+
+            url += "?" + urlencode({k: v for k, v in query.items() if v is not None})
+        headers = {"Accept": "application/json"}
+        if self.api_key:
+            headers["x-api-key"] = self.api_key
+        data = b"" if method == "POST" else None
+        req = urllib.request.Request(url, data=data, method=method, headers=headers)  # noqa: S310
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # noqa: S310
+                raw = resp.read()
+                return resp.status, dict(resp.headers.items()), json.loads(raw) if raw else None
+        except urllib.error.HTTPError as exc:
+            raw = exc.read()
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = raw.decode("utf-8", "replace")[:200]
+            message = body.get("message") if isinstance(body, dict) else str(body)
+            raise ApiError(f"{method} {path}: HTTP {exc.code}: {message}", exc.code, body) from exc
+        except (urllib.error.URLError, OSError) as exc:
+            raise ApiError(f"the pdfbatch API at {self.base_url} is not reachable ({exc})") from exc
+
+    def create_batch(self) -> dict[str, Any]:
+        """POST /batches."""
+        return dict(self.request("POST", "batches")[2])
+
+    def status(self, batch_id: str) -> tuple[dict[str, Any], float | None]:
+        """GET /batches/{id}: (body, Retry-After seconds or None)."""
+        _, headers, body = self.request("GET", f"batches/{batch_id}")
+        retry = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
+        return dict(body), float(retry) if retry else None
+
+    def files(self, batch_id: str, outcome: str | None = None) -> Iterator[dict[str, Any]]:
+        """Every file of a batch, following the cursor."""
+        cursor: str | None = None
+        while True:
+            query = {"limit": "1000", "cursor": cursor, "outcome": outcome}
+            body = self.request("GET", f"batches/{batch_id}/files", {k: v for k, v in query.items() if v})[2]
+            yield from body["items"]
+            cursor = body.get("nextCursor")
+            if not cursor:
+                return
+
+    def find(self, key: str) -> list[dict[str, Any]]:
+        """GET /batches?key=..."""
+        return list(self.request("GET", "batches", {"key": key})[2]["batches"])
+
+    def wait(
+        self,
+        batch_id: str,
+        on_update: Callable[[dict[str, Any]], None] | None = None,
+        timeout: float = 3600.0,
+        interval: float = 0.5,
+    ) -> dict[str, Any]:
+        """Poll until COMPLETED or FAILED (honouring Retry-After, capped at ``interval``)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            body, retry_after = self.status(batch_id)
+            if on_update:
+                on_update(body)
+            if body["status"] in FINAL:
+                return body
+            if time.monotonic() > deadline:
+                raise ApiError(f"batch {batch_id} still {body['status']} after {timeout:.0f} s")
+            time.sleep(min(retry_after or interval, interval))
+
+
+def presigned_post(
+    url: str,
+    fields: dict[str, str],
+    path: Path,
+    on_progress: Callable[[int], None] | None = None,
+    chunk: int = 1024 * 1024,
+    timeout: float = 600.0,
+) -> int:
+    """Upload ``path`` through a presigned POST, streamed (never wholly in memory); returns the status."""
+    boundary = "pdfbatch-" + secrets.token_hex(12)
+    head = b"".join(
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode()
+        for name, value in fields.items()
+    )
+    head += (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{path.name}"\r\n'
+        "Content-Type: application/zip\r\n\r\n"
+    ).encode()
+    tail = f"\r\n--{boundary}--\r\n".encode()
+    size = os.path.getsize(path)
+
+    def body() -> Iterator[bytes]:
+        yield head
+        sent = 0
+        with path.open("rb") as fh:
+            while block := fh.read(chunk):
+                sent += len(block)
+                yield block
+                if on_progress:
+                    on_progress(sent)
+        yield tail
+
+    req = urllib.request.Request(  # noqa: S310
+        url,
+        data=body(),
+        method="POST",
+        headers={
+            "Content-Type": f"multipart/form-data; boundary={boundary}",
+            "Content-Length": str(len(head) + size + len(tail)),
+        },
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode("utf-8", "replace")
+        code = "EntityTooLarge" if "EntityTooLarge" in detail else f"HTTP {exc.code}"
+        raise ApiError(f"upload refused by S3: {code}", exc.code) from exc
+    except (urllib.error.URLError, OSError) as exc:
+        raise ApiError(f"upload failed: {exc}") from exc
+
+
+def stack_outputs(stack_name: str, endpoint_url: str | None, region: str) -> dict[str, str]:
+    """The deployed stack's outputs (plus LocalApiUrl on LocalStack)."""
+    import boto3
+
+    kwargs: dict[str, Any] = {"region_name": region}
+    if endpoint_url:
+        kwargs.update(
+            endpoint_url=endpoint_url,
+            aws_access_key_id=os.environ.get("AWS_ACCESS_KEY_ID", "test"),
+            aws_secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY", "test"),
+        )
+    cfn = boto3.client("cloudformation", **kwargs)
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        stacks = cfn.describe_stacks(StackName=stack_name)["Stacks"]
+    except (ClientError, BotoCoreError) as exc:
+        raise ApiError(
+            f"stack {stack_name!r} is not deployed at {endpoint_url or 'AWS'}: run `pdfbatch stack up` first"
+        ) from exc
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
+    if endpoint_url and "ApiId" in outputs:
+        outputs["LocalApiUrl"] = f"{endpoint_url.rstrip('/')}/_aws/execute-api/{outputs['ApiId']}/v1/"
+    return outputs
