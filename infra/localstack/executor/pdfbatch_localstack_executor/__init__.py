@@ -1,0 +1,23 @@
+"""LocalStack plugin: run Lambda functions as local subprocesses instead of Docker containers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from localstack.services.lambda_.invocation.plugins import RuntimeExecutorPlugin
+
+
+class LocalRuntimeExecutorPlugin(RuntimeExecutorPlugin):
+    """Selected with LAMBDA_RUNTIME_EXECUTOR=local."""
+
+    name = "local"
+
+    def load(self, *args: Any, **kwargs: Any) -> Any:
+        """Return the executor class and patch SQS mappings for MaximumConcurrency."""
+        # Imported here so that merely listing plugins stays cheap. LocalStack loads the executor when the
+        # Lambda provider starts (validate_environment), before any event source mapping can exist.
+        from pdfbatch_localstack_executor import sqs_concurrency
+        from pdfbatch_localstack_executor.executor import LocalRuntimeExecutor
+
+        sqs_concurrency.apply()
+        return LocalRuntimeExecutor
