@@ -1,0 +1,1 @@
+"""Operator tooling (LocalStack, build, deploy): runs on the operator machine, never in Lambda zips."""
