@@ -302,7 +302,8 @@ def scan(
     with PDFIUM_LOCK:
         doc = _open_pdfium(data)
     try:
-        n_pages = min(len(doc), max_pages)
+        with PDFIUM_LOCK:
+            n_pages = min(len(doc), max_pages)
         for index in range(n_pages):
             # A single pathological page (a huge content stream, a deep form XObject nest) cannot be
             # interrupted here: only the Lambda timeout, or a subprocess, bounds one page's extraction.

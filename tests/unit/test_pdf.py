@@ -522,31 +522,30 @@ def test_address_only_in_a_mailto_link_is_matched_after_the_page_text() -> None:
 
 
 def test_pdfium_document_and_pages_are_closed_when_lookup_fails(monkeypatch: pytest.MonkeyPatch) -> None:
-    # GIVEN a users table that is down, and a spy on what pdfium opens
-    opened: list[pdfium.PdfDocument] = []
+    # GIVEN a users table that is down, and spies on the documents and pages pdfium opens
+    docs: list[pdfium.PdfDocument] = []
     pages: list[pdfium.PdfPage] = []
-    real_open, real_page_text = pdf._open_pdfium, pdf._page_text
+    real_open, real_get_page = pdf._open_pdfium, pdfium.PdfDocument.get_page
 
     def spy_open(data: bytes) -> pdfium.PdfDocument:
-        opened.append(real_open(data))
-        return opened[-1]
+        docs.append(real_open(data))
+        return docs[-1]
 
-    def spy_page_text(doc: pdfium.PdfDocument, index: int) -> tuple[str, list[str]]:
-        out = real_page_text(doc, index)
-        pages.extend(k() for k in doc._kids if k() is not None)
-        return out
+    def spy_get_page(self: pdfium.PdfDocument, index: int) -> pdfium.PdfPage:
+        pages.append(real_get_page(self, index))
+        return pages[-1]
 
     def down(candidates: Sequence[str]) -> Mapping[str, int]:
         raise ConnectionError("users table unreachable")
 
     monkeypatch.setattr(pdf, "_open_pdfium", spy_open)
-    monkeypatch.setattr(pdf, "_page_text", spy_page_text)
+    monkeypatch.setattr(pdfium.PdfDocument, "get_page", spy_get_page)
     # WHEN scanned  THEN the error propagates
     with pytest.raises(ConnectionError):
         pdf.scan(pdfs.cached("resume"), down, max_pages=5, budget_seconds=5)
     # AND the document and every page handle were closed
-    assert opened and opened[0].raw is None
-    assert all(p.raw is None for p in pages)
+    assert len(docs) == 1 and docs[0].raw is None
+    assert len(pages) == 1 and pages[0].raw is None
 
 
 def test_pypdf_and_pdfium_never_log_pdf_text(
