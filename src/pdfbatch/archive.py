@@ -246,9 +246,9 @@ class RangedReader(io.RawIOBase):
         return None
 
     def _load(self, pos: int) -> tuple[int, bytes]:
-        block = (pos, self._get(pos, min(self._block_size, self._size - pos)))
         if len(self._blocks) >= self._max_blocks:
-            self._blocks.pop(0)
+            self._blocks.pop(0)  # before fetching, so max_blocks is a bound even mid-request
+        block = (pos, self._get(pos, min(self._block_size, self._size - pos)))
         self._blocks.append(block)
         return block
 
@@ -495,12 +495,14 @@ def _check_layout(infos: list[zipfile.ZipInfo], cd_start: int) -> None:
 
 
 class _BoundedEntry(io.RawIOBase):
-    """Inflate one entry, refusing any byte past its declared size and any library error."""
+    """Inflate one entry, refusing any byte past its declared size, a bad CRC and any library error."""
 
-    def __init__(self, stream: IO[bytes], declared: int) -> None:
+    def __init__(self, stream: IO[bytes], declared: int, crc: int) -> None:
         super().__init__()
         self._stream = stream
         self._declared = declared
+        self._expected_crc = crc
+        self._crc = 0
         self._total = 0
 
     def readable(self) -> bool:
@@ -536,8 +538,12 @@ class _BoundedEntry(io.RawIOBase):
         self._total += len(data)
         if self._total > self._declared:
             raise EntryRejected(Reason.TOO_LARGE, f"inflates past its declared {self._declared} bytes")
-        if not data and self._total < self._declared:
+        if data:
+            self._crc = zlib.crc32(data, self._crc)
+        elif self._total < self._declared:
             raise EntryRejected(Reason.CORRUPT_ENTRY, f"ends at {self._total} of {self._declared} bytes")
+        elif self._crc != self._expected_crc:
+            raise EntryRejected(Reason.CORRUPT_ENTRY, "CRC mismatch")
         return data
 
 
@@ -558,17 +564,20 @@ def open_entry(zf: zipfile.ZipFile, entry: Entry, limits: Limits) -> BinaryIO:
     problem = _pdf_problem(info, limits)
     if problem is not None:
         raise EntryRejected(problem)
-    # zipfile silently truncates output at file_size, which would hide a lying header: give it
-    # one byte of room so _BoundedEntry sees the excess and refuses it.
+    # zipfile silently truncates output at file_size, and checks the CRC in the same call that
+    # yields the excess byte, so a lying header would pass (forged CRC) or look merely corrupt.
+    # Give zipfile room past the declared size and let _BoundedEntry judge size and CRC itself:
+    # ZipExtFile skips its CRC check for a ZipInfo without a CRC attribute.
     roomy = copy.copy(info)
-    roomy.file_size = info.file_size + 1
+    roomy.file_size = info.file_size + 2 * _CHUNK
+    del roomy.CRC
     try:
         stream = zf.open(roomy)
     except PdfBatchError:
         raise
     except _ZIP_ERRORS as exc:
         raise EntryRejected(Reason.CORRUPT_ENTRY, f"{type(exc).__name__}: {exc}") from exc
-    return io.BufferedReader(_BoundedEntry(stream, info.file_size), buffer_size=_CHUNK)
+    return io.BufferedReader(_BoundedEntry(stream, info.file_size, info.CRC), buffer_size=_CHUNK)
 
 
 def read_entry(zf: zipfile.ZipFile, entry: Entry, limits: Limits) -> bytes:

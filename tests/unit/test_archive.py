@@ -1,0 +1,663 @@
+"""archive.py: which entries count, which limits refuse what, and that nothing hostile gets inflated."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import zipfile
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fixtures.zips import (
+    BZIP2,
+    DEFLATE64,
+    DEFLATED,
+    LZMA,
+    STORED,
+    TRICKY,
+    GiB,
+    MiB,
+    RawEntry,
+    bad_crc_zip,
+    corrupt_deflate_zip,
+    encrypted_entry_zip,
+    lying_header_zip,
+    make_zip,
+    many_entries_zip,
+    not_a_zip,
+    overlapping_zip,
+    pdf_bytes,
+    raw_zip,
+    short_entry_zip,
+    tricky_zip,
+    truncated_zip,
+    write_big_zip,
+    zip_bomb_bytes,
+    zipfile_zip,
+)
+from pdfbatch import archive
+from pdfbatch.archive import Entry, Plan, RangedReader, inspect, open_archive, read_entry
+from pdfbatch.config import Limits
+from pdfbatch.errors import ArchiveRejected, DependencyUnavailable, EntryRejected
+from pdfbatch.model import Reason
+
+LIMITS = Limits()
+
+
+class CountingFetch:
+    """A fetch over bytes in memory that records every range asked for."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.ranges: list[tuple[int, int]] = []
+
+    def __call__(self, start: int, end_inclusive: int) -> bytes:
+        self.ranges.append((start, end_inclusive))
+        return self.data[start : end_inclusive + 1]
+
+
+def ranged(data: bytes, **kwargs: int) -> tuple[RangedReader, CountingFetch]:
+    fetch = CountingFetch(data)
+    return RangedReader(fetch, len(data), **kwargs), fetch
+
+
+def plan_of(data: bytes, limits: Limits = LIMITS) -> Plan:
+    return inspect(io.BytesIO(data), limits)
+
+
+def by_name(plan: Plan, name: str) -> Entry:
+    (entry,) = [e for e in plan.entries if e.name == name]
+    return entry
+
+
+def rejected_reason(fn: Callable[[], object]) -> str:
+    with pytest.raises((ArchiveRejected, EntryRejected)) as info:
+        fn()
+    assert isinstance(info.value, ArchiveRejected | EntryRejected)
+    return info.value.reason
+
+
+# --- Which entries count -------------------------------------------------------------------------
+
+
+def test_every_odd_name_is_classified_and_kept_exactly_as_written() -> None:
+    # GIVEN a ZIP with traversal, absolute, backslash, non-ASCII, duplicate, metadata and dir names
+    data = tricky_zip()
+
+    # WHEN it is inspected
+    plan = plan_of(data)
+
+    # THEN each entry has the kind and reason of the table, in central directory order
+    assert [e.index for e in plan.entries] == list(range(len(TRICKY)))
+    for entry, (name, _, kind, reason) in zip(plan.entries, TRICKY, strict=True):
+        shown = name.decode("cp437") if isinstance(name, bytes) else name
+        assert (entry.name, entry.kind, entry.reason) == (shown, kind, reason)
+    # AND only PDF entries count; the rest are listed
+    assert plan.total_files == len(plan.pdf_entries) == sum(1 for row in TRICKY if row[2] == "pdf")
+    assert len(plan.ignored) == sum(1 for row in TRICKY if row[2] == "ignored")
+    assert set(plan.entries) == set(plan.pdf_entries) | set(plan.ignored)
+
+
+def test_name_without_utf8_flag_is_decoded_as_cp437_like_zipfile() -> None:
+    # GIVEN an entry whose name bytes are not flagged UTF-8
+    data = make_zip([(b"caf\x82.pdf", pdf_bytes())])
+
+    # WHEN inspected THEN the name is what zipfile shows
+    assert plan_of(data).entries[0].name == "café.pdf" == zipfile.ZipFile(io.BytesIO(data)).namelist()[0]
+
+
+def test_duplicate_names_are_distinct_entries_read_by_index() -> None:
+    # GIVEN two entries with the same name and different contents
+    data = make_zip([("dup.pdf", pdf_bytes("one")), ("dup.pdf", pdf_bytes("two"))])
+
+    # WHEN both are read
+    with open_archive(io.BytesIO(data), LIMITS) as opened:
+        contents = [opened.read(e) for e in opened.plan.pdf_entries]
+
+    # THEN each index yields its own content
+    assert contents == [pdf_bytes("one"), pdf_bytes("two")]
+
+
+def test_zero_byte_pdf_is_counted_and_reads_empty() -> None:
+    # GIVEN an empty .pdf entry (stored and deflated)
+    for method in (STORED, DEFLATED):
+        data = make_zip([("empty.pdf", b"")], method)
+
+        # WHEN inspected and read
+        with open_archive(io.BytesIO(data), LIMITS) as opened:
+            (entry,) = opened.plan.pdf_entries
+
+            # THEN it counts (the PDF step will fail it) and reads as no bytes
+            assert entry.reason is None
+            assert opened.read(entry) == b""
+
+
+def test_archive_written_by_zipfile_is_classified_the_same() -> None:
+    # GIVEN a ZIP produced by the standard library, directories included
+    data = zipfile_zip(
+        [("a/", b""), ("a/one.pdf", pdf_bytes("1")), ("a/two.PDF", pdf_bytes("2")), ("b.txt", b"t")]
+    )
+
+    # WHEN inspected and the PDFs read
+    with open_archive(io.BytesIO(data), LIMITS) as opened:
+        plan = opened.plan
+        contents = [opened.read(e) for e in plan.pdf_entries]
+
+    # THEN the directory and the text file are ignored, both PDFs read back intact
+    assert [(e.kind, e.reason) for e in plan.entries] == [
+        ("ignored", Reason.DIRECTORY),
+        ("pdf", None),
+        ("pdf", None),
+        ("ignored", Reason.NOT_PDF),
+    ]
+    assert contents == [pdf_bytes("1"), pdf_bytes("2")]
+
+
+def test_empty_zip_has_no_files() -> None:
+    # GIVEN a valid ZIP with no entries WHEN inspected THEN the plan is empty, not an error
+    plan = plan_of(make_zip([]))
+    assert (plan.entries, plan.total_files) == ((), 0)
+
+
+# --- Limits ---------------------------------------------------------------------------------------
+
+
+def test_zip_over_max_size_is_refused_before_any_byte_is_read() -> None:
+    # GIVEN a reader over a ZIP larger than the limit
+    reader, fetch = ranged(make_zip([("a.pdf", pdf_bytes())]))
+    small = Limits(max_zip_bytes=reader.size - 1)
+
+    # WHEN inspected, with the size known or not
+    with_size = rejected_reason(lambda: inspect(reader, small, size=reader.size))
+    without_size = rejected_reason(lambda: inspect(reader, small))
+
+    # THEN the batch fails zip_too_large and nothing was fetched
+    assert with_size == without_size == "zip_too_large"
+    assert fetch.ranges == []
+
+
+def test_more_entries_than_max_entries_fail_the_whole_batch() -> None:
+    # GIVEN a ZIP of 50 entries
+    data = many_entries_zip(50)
+
+    # WHEN the limit is 49 THEN the batch fails; at 50 it passes
+    assert rejected_reason(lambda: plan_of(data, Limits(max_entries=49))) == "too_many_entries"
+    assert plan_of(data, Limits(max_entries=50)).total_files == 50
+
+
+def test_ignored_entries_count_towards_max_entries() -> None:
+    # GIVEN one PDF and three ignored entries WHEN max_entries is 3 THEN the batch fails
+    data = make_zip([("a.pdf", pdf_bytes()), ("b.txt", b""), ("c/", b""), ("._d.pdf", b"")])
+    assert rejected_reason(lambda: plan_of(data, Limits(max_entries=3))) == "too_many_entries"
+
+
+def test_too_many_entries_is_found_before_zipfile_parses_the_directory() -> None:
+    # GIVEN 20,000 entries and a limit of 100, read through small blocks
+    reader, _ = ranged(many_entries_zip(20_000), block_size=64 * 1024)
+
+    # WHEN inspected THEN it fails after reading only the start of the directory
+    assert rejected_reason(lambda: inspect(reader, Limits(max_entries=100))) == "too_many_entries"
+    assert reader.bytes_fetched < 3 * 1024 * 1024  # the directory alone is ~1 MiB; not all of it parsed
+
+
+def test_pdf_over_max_pdf_bytes_fails_too_large_and_others_go_on() -> None:
+    # GIVEN a 2 MiB PDF (hard to compress) next to a small one, and a 1 MiB limit
+    big = pdf_bytes() + os.urandom(2 * MiB)
+    data = make_zip([("big.pdf", big), ("small.pdf", pdf_bytes()), ("big.txt", big)])
+
+    # WHEN inspected
+    plan = plan_of(data, Limits(max_pdf_bytes=MiB))
+
+    # THEN the big PDF is counted as failed too_large; the small one is fine; non-PDFs are not judged
+    assert by_name(plan, "big.pdf").reason == Reason.TOO_LARGE
+    assert by_name(plan, "small.pdf").reason is None
+    assert by_name(plan, "big.txt").reason == Reason.NOT_PDF
+    assert plan.total_files == 2
+
+
+def test_pdf_over_max_ratio_fails_too_large() -> None:
+    # GIVEN a PDF of 100 KiB of spaces (deflates far beyond 50:1) and one of random bytes
+    data = make_zip(
+        [("airy.pdf", pdf_bytes() + b" " * 100_000), ("dense.pdf", pdf_bytes() + os.urandom(10_000))]
+    )
+
+    # WHEN inspected with max_ratio 50
+    plan = plan_of(data, Limits(max_ratio=50))
+
+    # THEN only the airy one is refused
+    assert by_name(plan, "airy.pdf").reason == Reason.TOO_LARGE
+    assert by_name(plan, "dense.pdf").reason is None
+
+
+def test_declared_size_with_no_compressed_bytes_fails_too_large() -> None:
+    # GIVEN an entry declaring content but storing zero compressed bytes (an infinite ratio)
+    data = raw_zip([RawEntry("nothing.pdf", b"", payload=b"", file_size=10_000)])
+
+    # WHEN inspected THEN it is refused without a division by zero
+    assert plan_of(data).entries[0].reason == Reason.TOO_LARGE
+
+
+def test_encrypted_entry_fails_encrypted_zip_entry() -> None:
+    # GIVEN a ZIP with one entry flagged encrypted
+    with open_archive(io.BytesIO(encrypted_entry_zip()), LIMITS) as opened:
+        # WHEN inspected
+        secret = by_name(opened.plan, "secret.pdf")
+
+        # THEN that entry is counted and failed; opening it says why; the other reads fine
+        assert (secret.kind, secret.reason) == ("pdf", Reason.ENCRYPTED_ZIP_ENTRY)
+        assert rejected_reason(lambda: opened.read(secret)) == Reason.ENCRYPTED_ZIP_ENTRY
+        assert opened.read(by_name(opened.plan, "ok.pdf")) == pdf_bytes("ok")
+
+
+def test_only_stored_and_deflate_are_read() -> None:
+    # GIVEN PDFs compressed with deflate, bzip2, LZMA and deflate64
+    plan = plan_of(
+        raw_zip([RawEntry(f"{m}.pdf", pdf_bytes(), m) for m in (DEFLATED, BZIP2, LZMA, DEFLATE64)])
+    )
+
+    # WHEN inspected THEN everything but deflate is unsupported_compression
+    assert [e.reason for e in plan.entries] == [None] + [Reason.UNSUPPORTED_COMPRESSION] * 3
+
+
+# --- Broken archives -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "data",
+    [not_a_zip(), truncated_zip(), b"", b"PK\x05\x06", b"PK\x05\x06" + bytes(18)[:-1]],
+    ids=["not-a-zip", "truncated", "empty", "signature-only", "short-end-record"],
+)
+def test_what_is_not_a_readable_zip_fails_corrupt_zip(data: bytes) -> None:
+    # GIVEN bytes that are not a whole ZIP WHEN inspected THEN the batch fails corrupt_zip
+    assert rejected_reason(lambda: plan_of(data)) == "corrupt_zip"
+
+
+def test_central_directory_offset_past_its_end_record_fails_corrupt_zip() -> None:
+    # GIVEN a ZIP whose end record claims a directory larger than the file
+    data = bytearray(make_zip([("a.pdf", pdf_bytes())]))
+    data[-10:-6] = (10**6).to_bytes(4, "little")  # central directory size
+
+    # WHEN inspected THEN corrupt_zip
+    assert rejected_reason(lambda: plan_of(bytes(data))) == "corrupt_zip"
+
+
+def test_entries_sharing_compressed_data_fail_the_zip() -> None:
+    # GIVEN a quoted-overlap bomb: four central records over one entry's data
+    # WHEN inspected THEN the whole ZIP is refused (3.11's zipfile would happily read each)
+    assert rejected_reason(lambda: plan_of(overlapping_zip())) == "corrupt_zip"
+
+
+@pytest.mark.parametrize(
+    "data", [bad_crc_zip(), corrupt_deflate_zip(), short_entry_zip()], ids=["bad-crc", "bad-deflate", "short"]
+)
+def test_entry_with_bad_content_fails_corrupt_entry_when_read(data: bytes) -> None:
+    # GIVEN an entry whose directory record looks fine but whose data is wrong
+    with open_archive(io.BytesIO(data), LIMITS) as opened:
+        (entry,) = opened.plan.pdf_entries
+        assert entry.reason is None
+
+        # WHEN read THEN it fails corrupt_entry, never a raw zipfile/zlib error
+        assert rejected_reason(lambda: opened.read(entry)) == Reason.CORRUPT_ENTRY
+
+
+def test_local_header_sizes_are_not_trusted_over_the_central_directory() -> None:
+    # GIVEN an entry whose local header claims 1 GiB while the central directory is honest
+    data = raw_zip([RawEntry("a.pdf", pdf_bytes(), local_file_size=GiB)])
+
+    # WHEN read THEN the honest content comes back
+    with open_archive(io.BytesIO(data), LIMITS) as opened:
+        assert opened.read(opened.plan.entries[0]) == pdf_bytes()
+
+
+# --- Zip bombs ------------------------------------------------------------------------------------
+
+
+def test_zip_bomb_is_refused_at_inspection_without_inflating() -> None:
+    # GIVEN a 2 MB ZIP whose PDF entry inflates to 2 GiB, behind a counting ranged reader
+    reader, fetch = ranged(zip_bomb_bytes(2 * GiB))
+
+    # WHEN inspected, even with a per-PDF limit that would allow 2 GiB
+    started = time.perf_counter()
+    plan = inspect(reader, Limits(max_pdf_bytes=4 * GiB))
+    elapsed = time.perf_counter() - started
+
+    # THEN the bomb fails too_large on its ratio, the other PDF goes on
+    assert [e.reason for e in plan.entries] == [Reason.TOO_LARGE, None]
+    # AND only the directory end of the file was fetched, quickly
+    assert reader.bytes_fetched < 100 * 1024 and len(fetch.ranges) <= 2
+    assert elapsed < 1.0
+
+
+def test_zip64_entry_declaring_more_than_4gib_is_read_and_refused() -> None:
+    # GIVEN a ZIP64 entry declaring 5 GiB
+    plan = plan_of(zip_bomb_bytes(5 * GiB, honest_crc=False))
+
+    # WHEN inspected THEN the size is read from the ZIP64 extra field and refused
+    bomb = plan.entries[0]
+    assert (bomb.file_size, bomb.reason) == (5 * GiB, Reason.TOO_LARGE)
+
+
+def test_lying_header_entry_is_stopped_while_inflating() -> None:
+    # GIVEN an entry declaring 1,000 bytes (harmless ratio) whose data inflates to 64 MiB
+    data = lying_header_zip(64 * MiB, declared=1000)
+    # (zipfile alone silently returns the first 1,000 bytes: its CRC is forged to match them)
+    assert len(zipfile.ZipFile(io.BytesIO(data)).read("liar.pdf")) == 1000
+    reader, _ = ranged(data)
+
+    with open_archive(reader, LIMITS) as opened:
+        liar = by_name(opened.plan, "liar.pdf")
+        assert liar.reason is None  # nothing in the directory gives it away
+
+        # WHEN read
+        started = time.perf_counter()
+        reason = rejected_reason(lambda: opened.read(liar))
+
+        # THEN it stops at the first chunk past the declared size: too_large, fast, little fetched
+        assert reason == Reason.TOO_LARGE
+        assert time.perf_counter() - started < 1.0
+        assert reader.bytes_fetched < 2 * MiB
+        # AND the next entry still reads
+        assert opened.read(by_name(opened.plan, "ok.pdf")) == pdf_bytes()
+
+
+def test_open_entry_rechecks_the_limits_it_is_given() -> None:
+    # GIVEN a plan made under generous limits
+    data = make_zip([("a.pdf", pdf_bytes() * 100)])
+    with open_archive(io.BytesIO(data), LIMITS) as opened:
+        (entry,) = opened.plan.pdf_entries
+
+        # WHEN the entry is opened under a smaller per-PDF limit THEN it is refused before inflating
+        assert (
+            rejected_reason(lambda: read_entry(opened.zip, entry, Limits(max_pdf_bytes=100))) == "too_large"
+        )
+
+
+# --- Reading entries -------------------------------------------------------------------------------
+
+
+def test_open_entry_streams_in_small_reads() -> None:
+    # GIVEN a 1 MiB deflated PDF
+    content = pdf_bytes() + os.urandom(MiB // 2).hex().encode()
+    with open_archive(io.BytesIO(make_zip([("a.pdf", content)])), LIMITS) as opened:
+        # WHEN read 10,000 bytes at a time
+        with opened.open(opened.plan.entries[0]) as stream:
+            chunks = iter(lambda: stream.read(10_000), b"")
+            got = b"".join(chunks)
+
+    # THEN the content is intact
+    assert got == content
+
+
+def test_ignored_or_foreign_entries_cannot_be_opened() -> None:
+    # GIVEN an archive with one ignored entry
+    with open_archive(io.BytesIO(make_zip([("a.txt", b"x"), ("b.pdf", pdf_bytes())])), LIMITS) as opened:
+        text, pdf = opened.plan.entries
+        stranger = Entry(7, "b.pdf", "pdf", None, 1, 1, 0)
+
+        # WHEN opened THEN it is a programming error, not a ledger outcome
+        with pytest.raises(ValueError):
+            opened.open(text)
+        with pytest.raises(ValueError):
+            opened.open(stranger)
+        assert opened.read(pdf) == pdf_bytes()
+
+
+# --- RangedReader ---------------------------------------------------------------------------------
+
+
+def test_central_directory_of_10000_entries_takes_two_requests() -> None:
+    # GIVEN a 10,000-entry ZIP behind a counting fetch
+    data = many_entries_zip(10_000)
+    reader, fetch = ranged(data)
+
+    # WHEN inspected
+    plan = inspect(reader, LIMITS, size=len(data))
+
+    # THEN every entry is there, from a tail request and one for the directory
+    assert plan.total_files == 10_000
+    assert len(fetch.ranges) <= 2, fetch.ranges
+    print(
+        f"10,000 entries: {len(fetch.ranges)} requests, {reader.bytes_fetched} of {len(data)} bytes fetched"
+    )
+
+
+def test_sequential_entry_reads_fetch_each_byte_about_once() -> None:
+    # GIVEN 200 PDFs of 20 KiB behind 256 KiB blocks
+    data = make_zip([(f"{i}.pdf", os.urandom(20 * 1024)) for i in range(200)], STORED)
+    reader, fetch = ranged(data, block_size=256 * 1024)
+
+    # WHEN every entry is read in order
+    with open_archive(reader, LIMITS) as opened:
+        for entry in opened.plan.pdf_entries:
+            opened.read(entry)
+
+    # THEN the archive is fetched in block-sized requests, barely more than once
+    assert reader.bytes_fetched < 1.2 * len(data)
+    assert len(fetch.ranges) < 2 * len(data) / (256 * 1024) + 4
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    size=st.integers(0, 5000),
+    block=st.integers(1, 700),
+    ops=st.lists(
+        st.tuples(st.sampled_from([0, 1, 2]), st.integers(-6000, 6000), st.integers(-1, 3000)), max_size=30
+    ),
+)
+def test_ranged_reader_reads_like_a_file_with_bounded_cache(
+    size: int, block: int, ops: list[tuple[int, int, int]]
+) -> None:
+    # GIVEN a ranged reader and an in-memory file over the same bytes
+    data = bytes(i % 251 for i in range(size))
+    reader, _ = ranged(data, block_size=block, max_blocks=2)
+    oracle = io.BytesIO(data)
+
+    for whence, offset, n in ops:
+        # WHEN both seek and read the same way
+        target = offset + (0, oracle.tell(), size)[whence]
+        if target < 0:  # a real file refuses (BytesIO clamps): so does the reader, keeping its place
+            with pytest.raises(OSError):
+                reader.seek(offset, whence)
+            continue
+        assert reader.seek(offset, whence) == oracle.seek(target) == target
+
+        # THEN they return the same bytes and positions, and never cache more than two blocks
+        assert reader.read(n) == oracle.read(n)
+        assert reader.tell() == oracle.tell()
+        assert sum(len(b) for _, b in reader._blocks) <= 2 * block
+
+
+def test_ranged_reader_under_a_buffered_reader_works_for_zipfile() -> None:
+    # GIVEN the reader wrapped the way the S3 adapter wraps it
+    data = make_zip([("a.pdf", pdf_bytes("a")), ("b.pdf", pdf_bytes("b"))])
+    raw, _ = ranged(data)
+
+    # WHEN inspected and read THEN it behaves like a plain file
+    with open_archive(io.BufferedReader(raw, buffer_size=64 * 1024), LIMITS) as opened:
+        assert [opened.read(e) for e in opened.plan.pdf_entries] == [pdf_bytes("a"), pdf_bytes("b")]
+
+
+def test_short_fetch_is_a_retryable_dependency_error() -> None:
+    # GIVEN a fetch that returns fewer bytes than asked (the object changed under us)
+    reader = RangedReader(lambda start, end: b"x", 100)
+
+    # WHEN read THEN DependencyUnavailable, which the caller lets SQS/S3 retry
+    with pytest.raises(DependencyUnavailable):
+        reader.read(10)
+
+
+def test_fetch_errors_pass_through_inspect_untranslated() -> None:
+    # GIVEN a fetch that fails like an unreachable S3
+    def down(start: int, end: int) -> bytes:
+        raise DependencyUnavailable("s3", "timeout")
+
+    # WHEN inspected THEN the dependency error propagates, not corrupt_zip
+    with pytest.raises(DependencyUnavailable):
+        inspect(RangedReader(down, 1000), LIMITS)
+
+
+# --- ZIP64 ----------------------------------------------------------------------------------------
+
+
+def test_zip64_directory_of_10000_entries_is_read() -> None:
+    # GIVEN a 10,000-entry ZIP written with ZIP64 end records and extra fields
+    plan = plan_of(many_entries_zip(10_000, force_zip64=True))
+
+    # WHEN inspected THEN every entry is found with its real sizes
+    assert plan.total_files == 10_000
+    assert {e.file_size for e in plan.entries} == {len(pdf_bytes("many"))}
+
+
+def test_more_than_65535_entries_are_counted_through_zip64() -> None:
+    # GIVEN 70,000 entries (more than a classic end record can count)
+    data = many_entries_zip(70_000)
+
+    # WHEN inspected THEN all are counted, and the entry limit still applies
+    assert plan_of(data).total_files == 70_000
+    assert rejected_reason(lambda: plan_of(data, Limits(max_entries=65_535))) == "too_many_entries"
+
+
+# --- Memory ---------------------------------------------------------------------------------------
+
+_MEMORY_SCRIPT = textwrap.dedent(
+    """
+    import json, os, resource, sys
+    from pdfbatch.archive import RangedReader, open_archive
+    from pdfbatch.config import Limits
+
+    fd = os.open(sys.argv[1], os.O_RDONLY)
+    size = os.fstat(fd).st_size
+    reader = RangedReader(lambda start, end: os.pread(fd, end - start + 1, start), size)
+
+    def peak():
+        # VmHWM is this process's own peak; ru_maxrss would carry the parent's across fork+exec.
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+    before = peak()
+    total = 0
+    with open_archive(reader, Limits(), size=size) as opened:
+        for entry in opened.plan.pdf_entries:
+            if entry.index % 2:
+                total += len(opened.read(entry))
+            else:
+                with opened.open(entry) as stream:
+                    while chunk := stream.read(64 * 1024):
+                        total += len(chunk)
+    print(json.dumps({"before": before, "after": peak(), "total": total, "size": size,
+                      "requests": reader.requests, "fetched": reader.bytes_fetched}))
+    """
+)
+
+
+def test_reading_a_200mb_zip_member_by_member_keeps_memory_flat(tmp_path: Path) -> None:
+    # GIVEN a ~190 MB ZIP on disk of 4 MiB entries, half stored random bytes, half deflated text
+    path = tmp_path / "big.zip"
+    count = write_big_zip(path, total=240 * MiB, entry_size=4 * MiB)
+
+    # WHEN a fresh process reads every entry through a RangedReader over the file
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(archive.__file__).parents[1]), *sys.path])}
+    out = subprocess.run(
+        [sys.executable, "-c", _MEMORY_SCRIPT, str(path)], capture_output=True, text=True, check=True, env=env
+    )
+    stats = json.loads(out.stdout)
+
+    # THEN every byte came out, and peak RSS grew by a few blocks and one entry, not by the ZIP
+    growth = stats["after"] - stats["before"]
+    print(f"{count} entries, {stats['size'] / MiB:.0f} MiB zip: peak RSS {stats['before'] / MiB:.1f} MiB")
+    print(f"-> {stats['after'] / MiB:.1f} MiB (+{growth / MiB:.1f}), {stats['requests']} requests")
+    assert stats["total"] == count * 4 * MiB
+    assert growth < 48 * MiB
+
+
+# --- Properties -----------------------------------------------------------------------------------
+
+_TOKENS = st.sampled_from(
+    ["a", "Z", "0", " ", "-", "_", ".", "/", "\\", "..", "~", "é", "日本", "ß", "\u202e", "__MACOSX", "._",
+     ".pdf", ".PDF", ".Pdf", ".pDf", ".zip", ".txt", "pdf"]
+)  # fmt: skip
+_NAMES = st.one_of(st.lists(_TOKENS, max_size=8).map("".join), st.text(max_size=20))
+
+
+def _counted(name: str) -> bool:
+    """Independent statement of the rule: a .pdf basename that is not metadata, hidden or a dir."""
+    parts = name.replace("\\", "/").split("/")
+    base = parts[-1]
+    return base.lower().endswith(".pdf") and not base.startswith(".") and "__MACOSX" not in parts
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(names=st.lists(_NAMES, max_size=25), method=st.sampled_from([STORED, DEFLATED]))
+def test_any_entry_list_counts_each_pdf_entry_exactly_once(names: list[str], method: int) -> None:
+    # GIVEN a ZIP of arbitrary names (duplicates, separators, unicode, case variants)
+    data = make_zip([(name, pdf_bytes(str(i))) for i, name in enumerate(names)], method)
+
+    # WHEN inspected
+    plan = plan_of(data)
+
+    # THEN indices are 0..n-1, names are kept, and exactly the .pdf non-metadata entries count
+    assert [e.index for e in plan.entries] == list(range(len(names)))
+    assert [e.name for e in plan.entries] == names
+    assert [e.index for e in plan.pdf_entries] == [i for i, n in enumerate(names) if _counted(n)]
+    assert plan.total_files + len(plan.ignored) == len(names)
+    assert all(e.reason is None for e in plan.pdf_entries)
+    assert all(e.reason is not None for e in plan.ignored)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.one_of(st.binary(max_size=2000), st.binary(max_size=200).map(lambda b: b + b"PK\x05\x06" + b)))
+def test_random_bytes_never_crash_inspect(data: bytes) -> None:
+    # GIVEN arbitrary bytes WHEN inspected THEN the only possible error is ArchiveRejected
+    try:
+        inspect(io.BytesIO(data), LIMITS)
+    except ArchiveRejected as exc:
+        assert exc.reason in {"corrupt_zip", "too_many_entries", "zip_too_large"}
+
+
+_VALID = (
+    make_zip(
+        [("a.pdf", pdf_bytes("a") * 30), ("b.pdf", pdf_bytes("b")), ("c.txt", b"c"), ("d.pdf", b"")], DEFLATED
+    )
+    + make_zip([], STORED)[:0]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    edits=st.lists(st.tuples(st.integers(0, len(_VALID) - 1), st.integers(0, 255)), min_size=1, max_size=4)
+)
+def test_corrupted_zip_only_raises_typed_errors(edits: list[tuple[int, int]]) -> None:
+    # GIVEN a valid ZIP with a few bytes overwritten anywhere (headers, data, directory)
+    data = bytearray(_VALID)
+    for pos, value in edits:
+        data[pos] = value
+
+    # WHEN inspected and every PDF entry read
+    try:
+        opened = open_archive(io.BytesIO(bytes(data)), LIMITS)
+    except ArchiveRejected:
+        return
+    with opened:
+        for entry in opened.plan.pdf_entries:
+            try:
+                content = opened.read(entry)
+            except EntryRejected as exc:
+                # THEN failures are ledger reasons
+                assert exc.reason in set(Reason)
+                continue
+            # THEN what does read never exceeds its declared size
+            assert len(content) == entry.file_size
+            assert zlib.crc32(content) == entry.crc
