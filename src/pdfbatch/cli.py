@@ -422,7 +422,7 @@ def seed_users(emails: Sequence[str], linked: Sequence[str]) -> None:
     with conn.cursor() as cur:
         cur.executemany(
             "INSERT INTO users (email, pdf_url) VALUES (%s, NULL) ON DUPLICATE KEY UPDATE pdf_url = NULL",
-            list(emails),
+            [(e,) for e in emails],
         )
         cur.executemany(
             "INSERT INTO users (email, pdf_url) VALUES (%s, %s) "

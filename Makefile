@@ -1,0 +1,51 @@
+# The README's two commands are `make demo` and `make test`; everything they need is installed here.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
+
+.PHONY: demo test lint unit integration e2e bench up down clean help
+
+help:
+	@echo "make demo   - start the local stack, upload a sample ZIP, show progress and results"
+	@echo "make test   - lint, type-check and run every test (starts and stops LocalStack itself)"
+	@echo "make bench  - the performance benchmark (writes bench/results/latest.md)"
+	@echo "make up / make down - start (and deploy) / stop the local stack"
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@rm -f $(VENV)/.installed-* && touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/pdfbatch demo
+
+test: $(STAMP) lint
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check src functions tests bench infra
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest tests/unit
+
+integration: $(STAMP)
+	$(BIN)/python -m pytest tests/integration
+
+e2e: $(STAMP)
+	$(BIN)/python -m pytest tests/e2e
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+up: $(STAMP)
+	$(BIN)/pdfbatch stack up
+
+down: $(STAMP)
+	$(BIN)/pdfbatch stack down
+
+clean: down
+	rm -rf build .localstack .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,215 @@
+"""End to end on LocalStack: deploy the stack, upload ZIPs the two ways operators do, check every store.
+
+The stack under test is its own (`pdfbatch-e2e`, database `pdfbatch_e2e`, Redis db 14), so a demo
+stack running on the same LocalStack is left alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import zipfile
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pymysql
+import pytest
+import redis
+
+from pdfbatch.adapters.redis import progress_key
+from pdfbatch.ops import samples
+from pdfbatch.ops.api import ApiClient
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+STACK = "pdfbatch-e2e"
+DB = "pdfbatch_e2e"
+MYSQL_URL = f"mysql://root@127.0.0.1:3306/{DB}"
+REDIS_URL = "redis://127.0.0.1:6379/14"
+
+
+@pytest.fixture(scope="session")
+def stack(localstack: str) -> Iterator[dict[str, Any]]:
+    """The e2e stack deployed to LocalStack (fresh database and Redis db)."""
+    conn = pymysql.connect(host="127.0.0.1", user="root", autocommit=True)
+    with conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS `{DB}`")
+    conn.close()
+    redis.Redis.from_url(REDIS_URL).flushdb()
+    env = cli_env(localstack)
+    # `pdfbatch stack up` is what operators run: it prepares MySQL and deploys (LocalStack already runs).
+    done = subprocess.run(
+        [sys.executable, "-m", "pdfbatch.cli", "stack", "up", "--json"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    outputs = json.loads(done.stdout)
+    conn = pymysql.connect(host="127.0.0.1", user="root", database=DB, autocommit=True, charset="utf8mb4")
+    yield {
+        "outputs": outputs,
+        "env": env,
+        "db": conn,
+        "endpoint": localstack,
+        "api": ApiClient(outputs["LocalApiUrl"]),
+    }
+    conn.close()
+
+
+def cli_env(endpoint: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        AWS_ENDPOINT_URL=endpoint,
+        AWS_ACCESS_KEY_ID="test",
+        AWS_SECRET_ACCESS_KEY="test",
+        AWS_DEFAULT_REGION="us-east-1",
+        PDFBATCH_STACK_NAME=STACK,
+        PDFBATCH_MYSQL_URL=MYSQL_URL,
+        PDFBATCH_REDIS_URL=REDIS_URL,
+    )
+    env.pop("PDFBATCH_API_URL", None)
+    return env
+
+
+def seed(conn: Any, corpus: samples.Corpus) -> None:
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO users (email) VALUES (%s) ON DUPLICATE KEY UPDATE pdf_url = NULL",
+            [(e,) for e in corpus.users],
+        )
+        cur.executemany(
+            "INSERT INTO users (email, pdf_url) VALUES (%s, 's3://old/cv.pdf') "
+            "ON DUPLICATE KEY UPDATE pdf_url = 's3://old/cv.pdf'",
+            [(e,) for e in corpus.linked_users],
+        )
+
+
+def check_batch(stack: dict[str, Any], batch_id: str, corpus: samples.Corpus, status: dict[str, Any]) -> None:
+    """S3, MySQL (pdf_url, ledger) and Redis agree with the API and with what each file should be."""
+    assert status["status"] == "COMPLETED", status
+    pdf_names = [n for n, _ in corpus.entries if samples_is_pdf(n)]
+    assert status["totalFiles"] == len(pdf_names)
+    files = {f["name"]: f for f in stack["api"].files(batch_id)}
+    assert set(files) == {n for n, _ in corpus.entries}
+    for name, (outcome, reason) in corpus.expected.items():
+        assert (files[name]["outcome"], files[name]["reason"]) == (outcome, reason), name
+    twins = sorted(files[n]["outcome"] for n in files if n.startswith("duplicates/"))
+    assert twins in ([], ["linked", "skipped_already_exists"])
+    # counters == ledger
+    counted = Counter(f["outcome"] for f in files.values() if f["kind"] == "pdf")
+    for outcome in ("linked", "skipped_no_match", "skipped_already_exists", "failed"):
+        assert status[outcome] == counted.get(outcome, 0), outcome
+    raw = redis.Redis.from_url(REDIS_URL, decode_responses=True).hgetall(progress_key(batch_id))
+    assert int(raw["processed"]) == sum(counted.values()) == len(pdf_names)
+    assert int(raw["linked"]) == counted["linked"]
+    # MySQL pdf_url points at the final objects, which exist in S3
+    import boto3
+
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=stack["endpoint"],
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+    )
+    bucket = stack["outputs"]["BucketName"]
+    with stack["db"].cursor() as cur:
+        for f in files.values():
+            if f["outcome"] != "linked":
+                continue
+            cur.execute("SELECT pdf_url FROM users WHERE id = %s", (f["userId"],))
+            assert cur.fetchone()[0] == f"s3://{bucket}/{f['finalKey']}"
+            head = s3.head_object(Bucket=bucket, Key=f["finalKey"])
+            assert head["ContentLength"] > 0
+        cur.execute("SELECT status, total_files FROM pdfbatch_batches WHERE batch_id = %s", (batch_id,))
+        assert cur.fetchone() == ("COMPLETED", len(pdf_names))
+
+
+def samples_is_pdf(name: str) -> bool:
+    base = name.rsplit("/", 1)[-1]
+    return name.lower().endswith(".pdf") and not name.startswith("__MACOSX/") and not base.startswith(".")
+
+
+def test_cli_upload_through_presigned_post_links_every_outcome(stack: dict[str, Any], tmp_path: Path) -> None:
+    # GIVEN demo users and a ZIP covering every outcome and reason
+    corpus = samples.demo_corpus()
+    seed(stack["db"], corpus)
+    path = tmp_path / "batch.zip"
+    corpus.write_zip(path)
+    # WHEN the operator runs `pdfbatch upload --wait --json`
+    done = subprocess.run(
+        [sys.executable, "-m", "pdfbatch.cli", "upload", str(path), "--wait", "--json"],
+        env=stack["env"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    # THEN stdout is exactly the final status JSON and every store agrees
+    assert done.returncode == 0, done.stderr[-3000:]
+    status = json.loads(done.stdout)
+    check_batch(stack, status["batchId"], corpus, status)
+
+
+def test_large_zip_copied_with_aws_cli_arrives_multipart_and_completes(
+    stack: dict[str, Any], tmp_path: Path
+) -> None:
+    # GIVEN a ZIP over 8 MB (aws s3 cp sends it as a multipart upload) with résumés of known users
+    corpus = samples.Corpus()
+    for i in range(40):
+        name, email = samples.person(3000 + i)
+        corpus.users.append(email)
+        corpus.add(f"cv/{i:03d}.pdf", samples.resume(name, email), "linked", "matched")
+    corpus.add("media/interview.bin", os.urandom(9 * 1024 * 1024))  # incompressible, ignored
+    seed(stack["db"], corpus)
+    path = tmp_path / "ops drop.zip"
+    corpus.write_zip(path, compression=zipfile.ZIP_STORED)
+    assert path.stat().st_size > 8 * 1024 * 1024
+    key = f"uploads/manual/{int(time.time())} ops drop.zip"
+    # WHEN the operator copies it with the real AWS CLI
+    aws = Path(sys.executable).parent / "aws"
+    done = subprocess.run(
+        [
+            str(aws),
+            "s3",
+            "cp",
+            str(path),
+            f"s3://{stack['outputs']['BucketName']}/{key}",
+            "--endpoint-url",
+            stack["endpoint"],
+        ],
+        env=stack["env"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    # THEN the batch can be found by its key and completes with every file linked
+    api: ApiClient = stack["api"]
+    deadline = time.monotonic() + 120
+    batches: list[dict[str, Any]] = []
+    while not batches and time.monotonic() < deadline:
+        batches = api.find(key)
+        time.sleep(0.5)
+    assert len(batches) == 1
+    status = api.wait(batches[0]["batchId"], timeout=300)
+    check_batch(stack, batches[0]["batchId"], corpus, status)
+    assert status["ignored"] == 1
+
+
+def test_unknown_batch_is_a_json_404(stack: dict[str, Any]) -> None:
+    from pdfbatch.ops.api import ApiError
+
+    with pytest.raises(ApiError) as info:
+        stack["api"].status("0" * 32)
+    assert info.value.status == 404
+    assert info.value.body["error"] == "not_found"
