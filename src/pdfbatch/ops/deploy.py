@@ -11,6 +11,7 @@ MariaDB and Redis). Uses create_stack/update_stack with short polling rather tha
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -33,6 +34,9 @@ _STACK_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9-]{0,127}$")
 _BUCKETLESS_STACK_NAME = re.compile(r"^[a-z][a-z0-9-]{0,34}$")  # + "-{12-digit account}-{region}" <= 63
 _DONE_OK = {"CREATE_COMPLETE", "UPDATE_COMPLETE"}
 _MAX_TEMPLATE_BODY = 51_200
+# LocalStack updates a stack even when nothing changed (AWS answers "No updates are to be performed"),
+# so a local deploy tags the stack with a digest of what it applied and skips an identical one.
+DIGEST_TAG = "pdfbatch:deploy-digest"
 
 Log = Callable[[str], None]
 
@@ -196,8 +200,13 @@ def apply_stack(
     poll: float = 0.5,
     timeout: float = 1800.0,
     log: Log = print,
+    skip_unchanged: bool = False,
 ) -> tuple[str, dict[str, Any]]:
-    """create_stack or update_stack and wait; return ("created"|"updated"|"unchanged", stack)."""
+    """create_stack or update_stack and wait; return ("created"|"updated"|"unchanged", stack).
+
+    With ``skip_unchanged`` a stack tagged with the digest of this template and these parameters is
+    left alone (for LocalStack, which never answers "No updates are to be performed").
+    """
     from botocore.exceptions import ClientError
 
     args: dict[str, Any] = {
@@ -206,6 +215,10 @@ def apply_stack(
         "Parameters": [{"ParameterKey": k, "ParameterValue": v} for k, v in sorted(parameters.items())],
         "Capabilities": CAPABILITIES,
     }
+    digest = None
+    if skip_unchanged:
+        digest = hashlib.sha256(json.dumps([template_body, sorted(parameters.items())]).encode()).hexdigest()
+        args["Tags"] = [{"Key": DIGEST_TAG, "Value": digest}]
     stack = _stack(cfn, stack_name)
     if stack is not None and stack["StackStatus"].endswith("_IN_PROGRESS"):
         log(f"stack {stack_name} is {stack['StackStatus']}; waiting for it first")
@@ -226,6 +239,10 @@ def apply_stack(
         if stack is not None and stack["StackStatus"] != "DELETE_COMPLETE":
             raise DeployError(f"could not delete stack {stack_name}: {stack['StackStatus']}")
         stack = None
+
+    if stack is not None and digest is not None and stack["StackStatus"] in _DONE_OK:
+        if {t["Key"]: t["Value"] for t in stack.get("Tags", [])}.get(DIGEST_TAG) == digest:
+            return "unchanged", stack
 
     since = datetime.now(UTC) - timedelta(seconds=5)
     if stack is None or stack["StackStatus"] == "DELETE_COMPLETE":
@@ -287,7 +304,10 @@ def deploy(
 
     t0 = time.monotonic()
     if artefacts is None:
-        artefacts = build(root)
+        try:
+            artefacts = build(root)
+        except BuildError as exc:
+            raise DeployError(f"build failed: {exc}") from exc
     t_build = time.monotonic()
     client = _clients(endpoint_url, region)
     s3, cfn = client("s3"), client("cloudformation")
@@ -303,7 +323,14 @@ def deploy(
     if endpoint_url:
         parameters.setdefault("PublicEndpointUrl", endpoint_url)
     action, stack = apply_stack(
-        cfn, stack_name, template_body, parameters, poll=poll, timeout=timeout, log=log
+        cfn,
+        stack_name,
+        template_body,
+        parameters,
+        poll=poll,
+        timeout=timeout,
+        log=log,
+        skip_unchanged=endpoint_url is not None,
     )
     t_stack = time.monotonic()
 
@@ -356,7 +383,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         outputs = deploy(
             params, endpoint, args.stack_name, region=args.region, log=lambda m: print(m, file=sys.stderr)
         )
-    except (DeployError, BuildError) as exc:
+    except DeployError as exc:
         print(f"deploy failed: {exc}", file=sys.stderr)
         return 1
     print(json.dumps(outputs, indent=2, sort_keys=True))

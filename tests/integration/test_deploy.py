@@ -1,0 +1,214 @@
+"""Deploy infra/template.yaml to LocalStack with pdfbatch.ops.deploy and check what it created."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pdfbatch.ops.build import project_root
+from pdfbatch.ops.deploy import DeployParams, deploy
+
+pytestmark = pytest.mark.integration
+
+REGION = "us-east-1"
+FUNCTION_KEYS = ("UnzipFunctionName", "ProcessPdfFunctionName", "StatusFunctionName")
+
+
+def _endpoint_of(handle: Any) -> str:
+    if isinstance(handle, str):
+        return handle
+    for attr in ("endpoint", "endpoint_url", "url"):
+        value = getattr(handle, attr, None)
+        if isinstance(value, str):
+            return value
+    raise TypeError(f"cannot tell the endpoint of the localstack fixture value {handle!r}")
+
+
+@pytest.fixture(scope="module")
+def endpoint(request: pytest.FixtureRequest) -> str:
+    """The `localstack` fixture's endpoint when the plugin provides one, else a LocalStack already up."""
+    try:
+        return _endpoint_of(request.getfixturevalue("localstack"))
+    except pytest.FixtureLookupError:
+        pass  # tests/plugins/localstack.py not there: use a LocalStack that is already up
+    import urllib.request
+
+    url = os.environ.get("AWS_ENDPOINT_URL") or "http://127.0.0.1:4566"
+    try:
+        with urllib.request.urlopen(f"{url}/_localstack/health", timeout=2) as resp:
+            services = json.load(resp).get("services", {})
+    except OSError:
+        pytest.skip(f"no LocalStack at {url} (python -m pdfbatch.ops.localstack up)")
+    needed = {"s3", "sqs", "lambda", "apigateway", "iam", "sts", "logs", "cloudformation"}
+    if not all(services.get(s) in ("available", "running") for s in needed):
+        pytest.skip(f"LocalStack at {url} lacks some of {sorted(needed)}")
+    return url
+
+
+@pytest.fixture(scope="module")
+def aws(endpoint: str) -> Any:
+    import boto3
+
+    def client(service: str) -> Any:
+        return boto3.client(
+            service,
+            endpoint_url=endpoint,
+            region_name=REGION,
+            aws_access_key_id="test",
+            aws_secret_access_key="test",
+        )
+
+    return client
+
+
+@pytest.fixture(scope="module")
+def stack(endpoint: str, aws: Any) -> Iterator[dict[str, Any]]:
+    """A fresh stack (unique name, so a shared LocalStack is not disturbed), deleted afterwards."""
+    name = f"pdfbatch-it-{uuid.uuid4().hex[:8]}"
+    messages: list[str] = []
+    started = time.monotonic()
+    outputs = deploy(DeployParams.from_env(), endpoint, name, region=REGION, log=messages.append)
+    yield {"name": name, "outputs": outputs, "messages": messages, "seconds": time.monotonic() - started}
+    cfn, s3 = aws("cloudformation"), aws("s3")
+    cfn.delete_stack(StackName=name)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        stacks = cfn.describe_stacks()["Stacks"]
+        if not [s for s in stacks if s["StackName"] == name and s["StackStatus"] != "DELETE_COMPLETE"]:
+            break
+        time.sleep(0.5)
+    for bucket in (outputs["BucketName"], outputs["ArtifactsBucket"]):  # the data bucket is Retained
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+            for obj in page.get("Contents", []):
+                s3.delete_object(Bucket=bucket, Key=obj["Key"])
+        s3.delete_bucket(Bucket=bucket)
+
+
+def test_deploy_returns_every_output(stack: dict[str, Any]) -> None:
+    out = stack["outputs"]
+    assert {
+        "ApiUrl",
+        "ApiId",
+        "LocalApiUrl",
+        "BucketName",
+        "QueueUrl",
+        "DeadLetterQueueUrl",
+        "UnzipDeadLetterQueueUrl",
+        "UnzipFunctionName",
+        "ProcessPdfFunctionName",
+        "StatusFunctionName",
+    } <= set(out)
+    assert out["BucketName"] == f"{stack['name']}-000000000000-{REGION}"
+    assert out["UnzipFunctionName"] == f"{stack['name']}-unzip"
+    assert out["LocalApiUrl"].endswith(f"/_aws/execute-api/{out['ApiId']}/v1/")
+    assert any("created" in m for m in stack["messages"]), stack["messages"]
+
+
+def test_functions_run_python_3_13_with_their_settings(stack: dict[str, Any], aws: Any) -> None:
+    out, lam = stack["outputs"], aws("lambda")
+    for key in ("UnzipFunctionName", "ProcessPdfFunctionName", "StatusFunctionName"):
+        cfg = lam.get_function_configuration(FunctionName=out[key])
+        assert cfg["Runtime"] == "python3.13"
+        assert cfg["Handler"] == "handler.handler"
+        env = cfg["Environment"]["Variables"]
+        assert env["PDFBATCH_BUCKET"] == out["BucketName"]
+        assert env["PDFBATCH_MYSQL_URL"] and env["PDFBATCH_REDIS_URL"]
+    unzip = lam.get_function_configuration(FunctionName=out["UnzipFunctionName"])
+    assert unzip["Environment"]["Variables"]["PDFBATCH_QUEUE_URL"] == out["QueueUrl"]
+    process = lam.get_function_configuration(FunctionName=out["ProcessPdfFunctionName"])
+    assert process["Environment"]["Variables"]["PDFBATCH_MAX_RECEIVE_COUNT"] == "5"
+
+
+def test_process_pdf_reads_the_queue_in_partial_batches_five_at_most_at_once(
+    stack: dict[str, Any], aws: Any
+) -> None:
+    out, lam, sqs = stack["outputs"], aws("lambda"), aws("sqs")
+    queue_arn = sqs.get_queue_attributes(QueueUrl=out["QueueUrl"], AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    (mapping,) = lam.list_event_source_mappings(FunctionName=out["ProcessPdfFunctionName"])[
+        "EventSourceMappings"
+    ]
+    assert mapping["EventSourceArn"] == queue_arn
+    assert mapping["BatchSize"] == 5
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert mapping["ScalingConfig"]["MaximumConcurrency"] == 5
+    reserved = lam.get_function_concurrency(FunctionName=out["ProcessPdfFunctionName"])
+    assert reserved["ReservedConcurrentExecutions"] == 5
+
+
+def test_work_queue_redrives_to_the_dlq_after_five_receives(stack: dict[str, Any], aws: Any) -> None:
+    out, sqs = stack["outputs"], aws("sqs")
+    attrs = sqs.get_queue_attributes(QueueUrl=out["QueueUrl"], AttributeNames=["All"])["Attributes"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=out["DeadLetterQueueUrl"], AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    redrive = json.loads(attrs["RedrivePolicy"])
+    assert redrive["deadLetterTargetArn"] == dlq_arn
+    assert int(redrive["maxReceiveCount"]) == 5
+    assert int(attrs["VisibilityTimeout"]) == 720
+
+
+def test_zips_under_uploads_notify_unzip(stack: dict[str, Any], aws: Any) -> None:
+    out = stack["outputs"]
+    unzip_arn = aws("lambda").get_function_configuration(FunctionName=out["UnzipFunctionName"])["FunctionArn"]
+    config = aws("s3").get_bucket_notification_configuration(Bucket=out["BucketName"])
+    rules = []
+    for cfg in config["LambdaFunctionConfigurations"]:
+        assert cfg["LambdaFunctionArn"] == unzip_arn
+        assert cfg["Events"] == ["s3:ObjectCreated:*"]
+        rules.append({r["Name"].lower(): r["Value"] for r in cfg["Filter"]["Key"]["FilterRules"]})
+    assert {"prefix": "uploads/", "suffix": ".zip"} in rules
+    assert all(r["prefix"] == "uploads/" for r in rules)
+
+
+def test_a_second_deploy_changes_nothing_and_succeeds(stack: dict[str, Any], endpoint: str) -> None:
+    messages: list[str] = []
+    started = time.monotonic()
+    outputs = deploy(DeployParams.from_env(), endpoint, stack["name"], region=REGION, log=messages.append)
+    assert any(" unchanged " in m for m in messages), messages
+    assert outputs == stack["outputs"]
+    assert time.monotonic() - started < 30
+
+
+def test_a_code_change_updates_only_that_function(
+    stack: dict[str, Any], endpoint: str, aws: Any, tmp_path: Path
+) -> None:
+    # GIVEN a copy of the sources whose status handler differs by a comment
+    root = project_root()
+    for rel in ("pyproject.toml", "infra/template.yaml"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / rel, tmp_path / rel)
+    shutil.copytree(
+        root / "src", tmp_path / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+    )
+    shutil.copytree(root / "functions", tmp_path / "functions", ignore=shutil.ignore_patterns("__pycache__"))
+    with (tmp_path / "functions" / "status" / "handler.py").open("a") as fh:
+        fh.write("\n# a change\n")
+    out, lam = stack["outputs"], aws("lambda")
+    before = {k: lam.get_function(FunctionName=out[k])["Configuration"]["CodeSha256"] for k in FUNCTION_KEYS}
+    # WHEN it is deployed over the stack
+    messages: list[str] = []
+    deploy(
+        DeployParams.from_env(), endpoint, stack["name"], region=REGION, root=tmp_path, log=messages.append
+    )
+    # THEN the status function runs the new code and the others keep theirs
+    after = {k: lam.get_function(FunctionName=out[k])["Configuration"]["CodeSha256"] for k in FUNCTION_KEYS}
+    assert any(" updated " in m for m in messages), messages
+    assert after["StatusFunctionName"] != before["StatusFunctionName"]
+    assert after["UnzipFunctionName"] == before["UnzipFunctionName"]
+    assert after["ProcessPdfFunctionName"] == before["ProcessPdfFunctionName"]
+    assert (
+        lam.get_function_concurrency(FunctionName=out["ProcessPdfFunctionName"])[
+            "ReservedConcurrentExecutions"
+        ]
+        == 5
+    )
