@@ -150,7 +150,7 @@ def _console() -> Any:
 def stack_up(args: argparse.Namespace) -> int:
     """Start LocalStack if needed, prepare MySQL, deploy or update the stack, print the endpoints."""
     from pdfbatch.ops import localstack
-    from pdfbatch.ops.deploy import DeployError, DeployParams, deploy
+    from pdfbatch.ops.deploy import DeployError, deploy
 
     console = _console()
     _local_credentials()
@@ -167,7 +167,7 @@ def stack_up(args: argparse.Namespace) -> int:
             raise CliError(str(exc)) from exc
     try:
         outputs = deploy(
-            DeployParams.from_env(),
+            deploy_params(),
             endpoint_url=endpoint,
             stack_name=STACK_NAME,
             root=root,
@@ -186,6 +186,19 @@ def stack_up(args: argparse.Namespace) -> int:
         console.print(f"  MySQL    {_redact(mysql_url())}")
         console.print(f"  Redis    {redis_url()}")
     return EXIT_OK
+
+
+def deploy_params() -> Any:
+    """What the functions get: the operator's URLs, or PDFBATCH_FUNCTION_* when functions see other hosts."""
+    from pdfbatch.ops.deploy import DeployParams
+
+    overrides: dict[str, Any] = {}
+    # With docker compose the functions reach MySQL/Redis by service name, the CLI through localhost.
+    if os.environ.get("PDFBATCH_FUNCTION_MYSQL_URL"):
+        overrides["mysql_url"] = os.environ["PDFBATCH_FUNCTION_MYSQL_URL"]
+    if os.environ.get("PDFBATCH_FUNCTION_REDIS_URL"):
+        overrides["redis_url"] = os.environ["PDFBATCH_FUNCTION_REDIS_URL"]
+    return DeployParams.from_env(**overrides)
 
 
 def stack_down(args: argparse.Namespace) -> int:
