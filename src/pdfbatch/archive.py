@@ -98,8 +98,9 @@ _CD_SIG = b"PK\x01\x02"
 _LOCAL_HEADER_SIZE = 30
 _MAX_COMMENT = 0xFFFF
 
-# What zipfile and zlib raise on malformed input (UnicodeDecodeError is a ValueError: a name
-# flagged UTF-8 that is not).
+# What zipfile and zlib raise on malformed input: UnicodeDecodeError (a ValueError) for a name
+# flagged UTF-8 that is not, EOFError for data cut short, NotImplementedError/RuntimeError for
+# features (patched data, encryption) that a corrupted flag can switch on.
 _ZIP_ERRORS: tuple[type[Exception], ...] = (
     zipfile.BadZipFile,
     zipfile.LargeZipFile,
@@ -110,7 +111,6 @@ _ZIP_ERRORS: tuple[type[Exception], ...] = (
     OverflowError,
     NotImplementedError,
     RuntimeError,
-    IndexError,
 )
 
 
