@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 FUNCTIONS: tuple[str, ...] = ("unzip", "process_pdf", "status")
+CACHE_ENV = "PDFBATCH_BUILD_CACHE"  # where installed dependencies are kept (default: build/cache)
 
 # What AWS's python3.13 x86_64 runtime loads, whatever machine builds the zip.
 PLATFORM_ARGS: tuple[str, ...] = (
@@ -201,7 +202,8 @@ def build(
     """Build ``{out_dir}/{function}.zip`` for each function; return them with their sha256."""
     root = (root or project_root()).resolve()
     out_dir = out_dir or root / "build"
-    cache_dir = cache_dir or out_dir / "cache"
+    # Keyed by the dependency list, so every source tree (and the tests' copies) can share one cache.
+    cache_dir = cache_dir or Path(os.environ.get(CACHE_ENV) or project_root() / "build" / "cache")
     pyproject = root / "pyproject.toml"
     if not pyproject.is_file():
         raise BuildError(f"{pyproject} is missing")

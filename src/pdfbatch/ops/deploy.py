@@ -34,9 +34,10 @@ _STACK_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9-]{0,127}$")
 _BUCKETLESS_STACK_NAME = re.compile(r"^[a-z][a-z0-9-]{0,34}$")  # + "-{12-digit account}-{region}" <= 63
 _DONE_OK = {"CREATE_COMPLETE", "UPDATE_COMPLETE"}
 _MAX_TEMPLATE_BODY = 51_200
-# LocalStack updates a stack even when nothing changed (AWS answers "No updates are to be performed"),
-# so a local deploy tags the stack with a digest of what it applied and skips an identical one.
-DIGEST_TAG = "pdfbatch:deploy-digest"
+# LocalStack updates a stack even when nothing changed (AWS answers "No updates are to be performed")
+# and ignores new Tags on update, so a local deploy passes a digest of the template and parameters as
+# the template's DeployDigest parameter and skips a deploy whose digest the stack already has.
+DIGEST_PARAM = "DeployDigest"
 
 Log = Callable[[str], None]
 
@@ -204,21 +205,21 @@ def apply_stack(
 ) -> tuple[str, dict[str, Any]]:
     """create_stack or update_stack and wait; return ("created"|"updated"|"unchanged", stack).
 
-    With ``skip_unchanged`` a stack tagged with the digest of this template and these parameters is
-    left alone (for LocalStack, which never answers "No updates are to be performed").
+    With ``skip_unchanged`` a stack already deployed with the digest of this template and these
+    parameters is left alone (for LocalStack, which never answers "No updates are to be performed").
     """
     from botocore.exceptions import ClientError
 
+    digest = None
+    if skip_unchanged:
+        digest = hashlib.sha256(json.dumps([template_body, sorted(parameters.items())]).encode()).hexdigest()
+        parameters = {**parameters, DIGEST_PARAM: digest}
     args: dict[str, Any] = {
         "StackName": stack_name,
         "TemplateBody": template_body,
         "Parameters": [{"ParameterKey": k, "ParameterValue": v} for k, v in sorted(parameters.items())],
         "Capabilities": CAPABILITIES,
     }
-    digest = None
-    if skip_unchanged:
-        digest = hashlib.sha256(json.dumps([template_body, sorted(parameters.items())]).encode()).hexdigest()
-        args["Tags"] = [{"Key": DIGEST_TAG, "Value": digest}]
     stack = _stack(cfn, stack_name)
     if stack is not None and stack["StackStatus"].endswith("_IN_PROGRESS"):
         log(f"stack {stack_name} is {stack['StackStatus']}; waiting for it first")
@@ -241,7 +242,8 @@ def apply_stack(
         stack = None
 
     if stack is not None and digest is not None and stack["StackStatus"] in _DONE_OK:
-        if {t["Key"]: t["Value"] for t in stack.get("Tags", [])}.get(DIGEST_TAG) == digest:
+        deployed = {p["ParameterKey"]: p.get("ParameterValue") for p in stack.get("Parameters", [])}
+        if deployed.get(DIGEST_PARAM) == digest:
             return "unchanged", stack
 
     since = datetime.now(UTC) - timedelta(seconds=5)
@@ -379,11 +381,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     where = f"LocalStack at {endpoint}" if endpoint else "AWS"
     print(f"deploying stack {args.stack_name} to {where}", file=sys.stderr)
+    from botocore.exceptions import BotoCoreError, ClientError
+
     try:
         outputs = deploy(
             params, endpoint, args.stack_name, region=args.region, log=lambda m: print(m, file=sys.stderr)
         )
-    except DeployError as exc:
+    except (DeployError, BotoCoreError, ClientError) as exc:
         print(f"deploy failed: {exc}", file=sys.stderr)
         return 1
     print(json.dumps(outputs, indent=2, sort_keys=True))
