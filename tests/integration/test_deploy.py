@@ -77,6 +77,11 @@ def stack(endpoint: str, aws: Any) -> Iterator[dict[str, Any]]:
     started = time.monotonic()
     outputs = deploy(DeployParams.from_env(), endpoint, name, region=REGION, log=messages.append)
     yield {"name": name, "outputs": outputs, "messages": messages, "seconds": time.monotonic() - started}
+    delete_stack(aws, name, outputs["BucketName"], outputs["ArtifactsBucket"])
+
+
+def delete_stack(aws: Any, name: str, *buckets: str) -> None:
+    """Delete the stack and empty and delete the buckets it leaves (the data bucket is Retained)."""
     cfn, s3 = aws("cloudformation"), aws("s3")
     cfn.delete_stack(StackName=name)
     deadline = time.monotonic() + 60
@@ -85,11 +90,14 @@ def stack(endpoint: str, aws: Any) -> Iterator[dict[str, Any]]:
         if not [s for s in stacks if s["StackName"] == name and s["StackStatus"] != "DELETE_COMPLETE"]:
             break
         time.sleep(0.5)
-    for bucket in (outputs["BucketName"], outputs["ArtifactsBucket"]):  # the data bucket is Retained
-        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
-            for obj in page.get("Contents", []):
-                s3.delete_object(Bucket=bucket, Key=obj["Key"])
-        s3.delete_bucket(Bucket=bucket)
+    for bucket in buckets:
+        try:
+            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+                for obj in page.get("Contents", []):
+                    s3.delete_object(Bucket=bucket, Key=obj["Key"])
+            s3.delete_bucket(Bucket=bucket)
+        except s3.exceptions.NoSuchBucket:
+            pass
 
 
 def test_deploy_returns_every_output(stack: dict[str, Any]) -> None:
@@ -212,3 +220,32 @@ def test_a_code_change_updates_only_that_function(
         ]
         == 5
     )
+
+
+def test_a_failed_deploy_names_the_failed_resource_and_the_next_one_recreates_the_stack(
+    endpoint: str, aws: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN code keys that point at nothing in the artefacts bucket
+    import pdfbatch.ops.deploy as ops_deploy
+
+    def missing(s3: Any, bucket: str, stack_name: str, artefacts: Any) -> dict[str, str]:
+        return {fn: f"{stack_name}/{fn}-missing.zip" for fn in artefacts}
+
+    monkeypatch.setattr(ops_deploy, "upload_artefacts", missing)
+    name = f"pdfbatch-it-{uuid.uuid4().hex[:8]}"
+    messages: list[str] = []
+    outputs: dict[str, str] = {}
+    try:
+        # WHEN it is deployed THEN the error and the log name the function that could not be created
+        with pytest.raises(ops_deploy.DeployError, match="ended"):
+            deploy(DeployParams.from_env(), endpoint, name, region=REGION, log=messages.append)
+        failed = [m for m in messages if "FAILED" in m]
+        assert failed and all("Function" in m for m in failed), messages
+        # AND a good deploy afterwards replaces the failed stack
+        monkeypatch.undo()
+        messages.clear()
+        outputs = deploy(DeployParams.from_env(), endpoint, name, region=REGION, log=messages.append)
+        assert any("deleting it before creating it again" in m for m in messages), messages
+        assert outputs["ProcessPdfFunctionName"] == f"{name}-process-pdf"
+    finally:
+        delete_stack(aws, name, f"{name}-000000000000-{REGION}", f"{name}-artifacts-000000000000-{REGION}")

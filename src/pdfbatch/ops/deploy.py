@@ -33,6 +33,9 @@ CODE_KEY_PARAMS = {"unzip": "UnzipCodeKey", "process_pdf": "ProcessPdfCodeKey", 
 _STACK_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9-]{0,127}$")
 _BUCKETLESS_STACK_NAME = re.compile(r"^[a-z][a-z0-9-]{0,34}$")  # + "-{12-digit account}-{region}" <= 63
 _DONE_OK = {"CREATE_COMPLETE", "UPDATE_COMPLETE"}
+# A stack whose creation failed cannot be updated into shape (LocalStack stops at CREATE_FAILED).
+_RECREATE = {"CREATE_FAILED", "ROLLBACK_COMPLETE", "ROLLBACK_FAILED", "DELETE_FAILED"}
+_REQUIRED_OUTPUTS = ("ApiId", "BucketName", "QueueUrl", "ProcessPdfFunctionName")
 _MAX_TEMPLATE_BODY = 51_200
 # LocalStack updates a stack even when nothing changed (AWS answers "No updates are to be performed")
 # and ignores new Tags on update, so a local deploy passes a digest of the template and parameters as
@@ -175,6 +178,25 @@ def _wait(cfn: Any, stack_name: str, poll: float, timeout: float) -> dict[str, A
         time.sleep(poll)
 
 
+def _delete(cfn: Any, stack_name: str, poll: float, timeout: float, attempts: int = 3) -> None:
+    """Delete the stack and wait until it is gone.
+
+    LocalStack marks a half-created stack DELETE_FAILED (it cannot delete resources that never got
+    created) and finishes the deletion in the background: asking again after a pause completes it.
+    """
+    status = "?"
+    for attempt in range(attempts):
+        cfn.delete_stack(StackName=stack_name)
+        try:
+            status = _wait(cfn, stack_name, poll, timeout)["StackStatus"]
+        except DeployError:
+            return  # gone
+        if status == "DELETE_COMPLETE":
+            return
+        time.sleep(1.0 * (attempt + 1))
+    raise DeployError(f"could not delete stack {stack_name}: {status}")
+
+
 def failure_events(cfn: Any, stack_name: str, since: datetime) -> list[str]:
     """The failed resource events of the last operation, oldest first, one line each."""
     lines: list[str] = []
@@ -184,11 +206,14 @@ def failure_events(cfn: Any, stack_name: str, since: datetime) -> list[str]:
             ts = ev.get("Timestamp")
             if isinstance(ts, datetime) and ts.tzinfo is not None and ts < since:
                 return list(reversed(lines))
-            if str(ev.get("ResourceStatus", "")).endswith("FAILED"):
-                lines.append(
+            reason = ev.get("ResourceStatusReason")
+            if str(ev.get("ResourceStatus", "")).endswith("FAILED") and reason:
+                line = (
                     f"{ev.get('LogicalResourceId')} ({ev.get('ResourceType')}): {ev.get('ResourceStatus')}: "
-                    f"{ev.get('ResourceStatusReason', '')}"
+                    f"{reason}"
                 )
+                if line not in lines:
+                    lines.append(line)
     return list(reversed(lines))
 
 
@@ -224,21 +249,10 @@ def apply_stack(
     if stack is not None and stack["StackStatus"].endswith("_IN_PROGRESS"):
         log(f"stack {stack_name} is {stack['StackStatus']}; waiting for it first")
         stack = _wait(cfn, stack_name, poll, timeout)
-    if stack is not None and stack["StackStatus"] in (
-        "ROLLBACK_COMPLETE",
-        "ROLLBACK_FAILED",
-        "DELETE_FAILED",
-    ):
+    if stack is not None and stack["StackStatus"] in _RECREATE:
         # A stack whose creation failed can only be deleted (the bucket is retained).
         log(f"stack {stack_name} is {stack['StackStatus']}: deleting it before creating it again")
-        cfn.delete_stack(StackName=stack_name)
-        try:
-            _wait(cfn, stack_name, poll, timeout)
-        except DeployError:
-            pass  # gone
-        stack = _stack(cfn, stack_name)
-        if stack is not None and stack["StackStatus"] != "DELETE_COMPLETE":
-            raise DeployError(f"could not delete stack {stack_name}: {stack['StackStatus']}")
+        _delete(cfn, stack_name, poll, timeout)
         stack = None
 
     if stack is not None and digest is not None and stack["StackStatus"] in _DONE_OK:
@@ -248,7 +262,10 @@ def apply_stack(
 
     since = datetime.now(UTC) - timedelta(seconds=5)
     if stack is None or stack["StackStatus"] == "DELETE_COMPLETE":
-        cfn.create_stack(**args)
+        try:
+            cfn.create_stack(**args)
+        except ClientError as exc:
+            raise DeployError(f"create_stack rejected: {exc}") from exc
         action = "created"
     else:
         try:
@@ -337,6 +354,9 @@ def deploy(
     t_stack = time.monotonic()
 
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+    missing = [k for k in _REQUIRED_OUTPUTS if k not in outputs]
+    if missing:
+        raise DeployError(f"stack {stack_name} is {stack['StackStatus']} but lacks the outputs {missing}")
     if endpoint_url:
         # CloudFormation on LocalStack ignores ReservedConcurrentExecutions.
         ensure_reserved_concurrency(
