@@ -192,7 +192,7 @@ def load_handler(spec: str) -> Handler:
         raise Fault(
             "Runtime.UserCodeSyntaxError", f"Syntax error in module '{module_name}': {exc}", stack
         ) from exc
-    handler = getattr(module, function_name, None)
+    handler: Handler | None = getattr(module, function_name, None)
     if handler is None:
         # AWS reports a missing function at invoke time, not at init: mirror that.
         message = f"Handler '{function_name}' missing on module '{module_name}'"
@@ -202,7 +202,7 @@ def load_handler(spec: str) -> Handler:
             raise fault
 
         return missing
-    return handler  # type: ignore[no-any-return]
+    return handler
 
 
 def _fault_from(exc: BaseException) -> Fault:

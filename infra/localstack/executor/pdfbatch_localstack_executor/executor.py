@@ -127,8 +127,11 @@ class LocalRuntimeExecutor(RuntimeExecutor):
         if home := os.environ.get(HOME_ENV):
             env[HOME_ENV] = home
         env.update({key: str(value) for key, value in env_vars.items()})
+        code = self.function_version.config.code
+        if code is None:
+            raise LambdaRuntimeException("Local executor runs zip-packaged functions only: no code")
         # LocalStack sets the container's paths (/var/task); here the code runs where it was unzipped.
-        env["LAMBDA_TASK_ROOT"] = str(self.function_version.config.code.get_unzipped_code_location())
+        env["LAMBDA_TASK_ROOT"] = str(code.get_unzipped_code_location())
         return env
 
     def _spawn(self) -> None:

@@ -71,7 +71,7 @@ def apply() -> None:
     def poll_events(self: SqsPoller) -> None:
         dispatch: _Dispatch | None = getattr(self, _STATE, None)
         if dispatch is None or self.is_fifo_queue:
-            return original_poll(self)  # type: ignore[no-any-return]
+            return original_poll(self)
         received = False
         dispatch.active = True
         try:
@@ -94,7 +94,7 @@ def apply() -> None:
     def handle_messages(self: SqsPoller, messages: Any) -> None:
         dispatch: _Dispatch | None = getattr(self, _STATE, None)
         if dispatch is None or not dispatch.active:
-            return original_handle(self, messages)  # type: ignore[no-any-return]
+            return original_handle(self, messages)
         if dispatch.held:
             dispatch.held = False
         elif not _acquire(dispatch):
@@ -121,6 +121,6 @@ def apply() -> None:
 
     SqsPoller.poll_events = poll_events  # type: ignore[method-assign]
     SqsPoller.handle_messages = handle_messages  # type: ignore[method-assign]
-    SqsPoller.close = close  # type: ignore[method-assign]
+    SqsPoller.close = close  # type: ignore[method-assign,assignment]
     esm_worker_factory.EsmWorkerFactory.get_esm_worker = get_esm_worker  # type: ignore[method-assign]
     LOG.info("Patched SQS event source mappings to honour ScalingConfig.MaximumConcurrency")
