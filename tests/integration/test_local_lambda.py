@@ -25,8 +25,10 @@ ROLE = "arn:aws:iam::000000000000:role/lambda-test"
 def aws(localstack: str) -> Any:
     """A factory of boto3 clients bound to LocalStack."""
 
+    make: Any = boto3.client  # service names are plain strings here, not the stubs' literals
+
     def client(service: str) -> Any:
-        return boto3.client(
+        return make(
             service,
             endpoint_url=localstack,
             region_name="us-east-1",

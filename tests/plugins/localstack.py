@@ -1,4 +1,4 @@
-"""The `localstack` session fixture: a real LocalStack in host mode, started once if not running already."""
+"""The `localstack` session fixture: a real LocalStack in host mode, shared by every session using it."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from pdfbatch.ops import localstack as ops
 
 @pytest.fixture(scope="session")
 def localstack() -> Iterator[str]:
-    """The endpoint URL of a ready LocalStack; stopped at the end only if this session started it."""
+    """The endpoint URL of a ready LocalStack (started if needed, ~2 s once the venvs exist)."""
     root = ops.find_root(Path(__file__).parent)
-    handle = ops.start(root)  # sets up .venvs on first use (about a minute), then takes ~2 s
+    # A lease rather than "stop it if we started it": another session (a colleague's, CI's deploy tests)
+    # may be using the same LocalStack; the last lease holder out stops it, an operator's `up` keeps it.
+    handle = ops.start(root, lease=True)
     try:
         yield handle.endpoint
     finally:
-        if handle.started:
-            ops.stop(root)
+        ops.release(root)

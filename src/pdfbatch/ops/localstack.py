@@ -41,6 +41,7 @@ START_TIMEOUT = 90.0
 LAMBDA_PYTHON_ENV = "PDFBATCH_LAMBDA_PYTHON"
 HOME_ENV = "PDFBATCH_LOCALSTACK_HOME"
 _STAMP = ".pdfbatch-stamp"
+_AUTO_STOP = "auto-stop"  # present while LocalStack was started by a lease holder (see release())
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # the endpoint is always local
 
 
@@ -359,28 +360,59 @@ def _log_tail(layout: Layout, lines: int = 25) -> str:
         return "(no log)"
 
 
-def start(root: Path, endpoint: str | None = None, timeout: float = START_TIMEOUT) -> Handle:
-    """Start LocalStack unless it already answers at `endpoint`; safe to call from several processes."""
+def start(
+    root: Path, endpoint: str | None = None, timeout: float = START_TIMEOUT, lease: bool = False
+) -> Handle:
+    """Start LocalStack unless it already answers at `endpoint`; safe to call from several processes.
+
+    With `lease`, this process also holds a lease: see release().
+    """
     endpoint = (endpoint or default_endpoint()).rstrip("/")
-    if is_ready(endpoint):
-        return Handle(endpoint, _read_pid(Layout(root.resolve())), started=False)
-    layout = ensure_environments(root)
+    layout = Layout(root.resolve())
+    if not lease and is_ready(endpoint):
+        return Handle(endpoint, _read_pid(layout), started=False)
+    if not is_ready(endpoint):
+        ensure_environments(root)
     with _locked(layout.home / "start.lock"):
         # Whoever held the lock before us may have just started it.
-        if is_ready(endpoint):
-            return Handle(endpoint, _read_pid(layout), started=False)
         pid = _read_pid(layout)
-        started = pid is None
-        if pid is None:
-            if _port_open(endpoint):
-                raise LocalStackError(
-                    f"Something that is not a healthy LocalStack already listens at {endpoint}."
-                )
-            pid = _spawn(layout, endpoint)
-        else:
-            _say(f"LocalStack (pid {pid}) is starting; waiting for it")
-        _wait_ready(layout, endpoint, pid, timeout)
+        started = False
+        if not is_ready(endpoint):
+            if pid is None:
+                if _port_open(endpoint):
+                    raise LocalStackError(f"Something other than a healthy LocalStack listens at {endpoint}.")
+                pid, started = _spawn(layout, endpoint), True
+            else:
+                _say(f"LocalStack (pid {pid}) is starting; waiting for it")
+            _wait_ready(layout, endpoint, pid, timeout)
+        if lease:
+            # Taken under the lock, so a release() elsewhere cannot stop LocalStack between start and lease.
+            (layout.home / "leases").mkdir(parents=True, exist_ok=True)
+            (layout.home / "leases" / str(os.getpid())).write_text(endpoint)
+            if started:
+                (layout.home / _AUTO_STOP).touch()
     return Handle(endpoint, pid, started=started)
+
+
+def release(root: Path) -> bool:
+    """Drop this process's lease; stop LocalStack if a lease holder started it and no live holder is left."""
+    # Test sessions (and other tools) share one LocalStack: the session that started it must not stop it
+    # under another session still using it, and the last one out must not leave it running.
+    layout = Layout(root.resolve())
+    leases = layout.home / "leases"
+    with _locked(layout.home / "start.lock"):
+        (leases / str(os.getpid())).unlink(missing_ok=True)
+        live = False
+        for holder in leases.glob("*") if leases.is_dir() else []:
+            if holder.name.isdigit() and _alive(int(holder.name)):
+                live = True
+            else:
+                holder.unlink(missing_ok=True)  # a holder that died without releasing
+        if live or not (layout.home / _AUTO_STOP).exists():
+            return False
+        (layout.home / _AUTO_STOP).unlink()
+        stop(root)
+    return True
 
 
 def _spawn(layout: Layout, endpoint: str) -> int:
@@ -484,6 +516,8 @@ def stop(root: Path, timeout: float = 30.0) -> bool:
             os.kill(leftover, signal.SIGKILL)
     with contextlib.suppress(FileNotFoundError):
         layout.pid_file.unlink()
+    (layout.home / _AUTO_STOP).unlink(missing_ok=True)
+    shutil.rmtree(layout.home / "leases", ignore_errors=True)
     return pid is not None or bool(leftovers)
 
 
@@ -532,6 +566,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "up":
             began = time.monotonic()
             handle = start(root, endpoint)
+            # An operator's `up` means "keep it running": no test session should stop it when it ends.
+            (Layout(root.resolve()).home / _AUTO_STOP).unlink(missing_ok=True)
             took = f" in {time.monotonic() - began:.1f} s" if handle.started else " (already running)"
             _say(f"ready at {handle.endpoint}{took}")
         elif args.command == "down":
