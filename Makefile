@@ -26,7 +26,7 @@ test: $(STAMP) lint
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check src functions tests bench infra
+	$(BIN)/ruff check .
 	$(BIN)/mypy
 
 unit: $(STAMP)
