@@ -12,9 +12,10 @@ from typing import Any
 from urllib.parse import quote_plus
 
 import pytest
-from test_pipeline import ledger_rows, make_zip
 
 from fixtures import pdfs
+from fixtures.pipeline import ledger_rows
+from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import bootstrap
 from plugins.services import add_users
 

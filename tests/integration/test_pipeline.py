@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import io
-import json
 import threading
-import zipfile
 from collections import Counter
 from dataclasses import replace
 from typing import Any
@@ -13,6 +10,8 @@ from typing import Any
 import pytest
 
 from fixtures import pdfs
+from fixtures.pipeline import assert_counters_match_ledger, drain, ledger_rows, pdf_urls, receive_all, upload
+from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import services
 from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
 from pdfbatch.adapters.redis import done_key, progress_key
@@ -20,71 +19,6 @@ from pdfbatch.model import FileTask
 from plugins.services import add_users
 
 pytestmark = pytest.mark.integration
-
-
-def make_zip(entries: list[tuple[str, bytes]]) -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name, data in entries:
-            zf.writestr(name, data)
-    return buf.getvalue()
-
-
-def upload(
-    deps: Any, data: bytes, key: str = "uploads/drop.zip", sequencer: str = "0055AED6DCD90281E5"
-) -> services.Upload:
-    deps.store.put_bytes(deps.settings.bucket, key, data, "application/zip")
-    return services.Upload(bucket=deps.settings.bucket, key=key, size=len(data), sequencer=sequencer)
-
-
-def receive_all(deps: Any) -> list[dict[str, Any]]:
-    """Every message now on the work queue (deleted as received)."""
-    sqs = deps.queue.client
-    out = []
-    while True:
-        got = sqs.receive_message(QueueUrl=deps.queue.queue_url, MaxNumberOfMessages=10)
-        msgs = got.get("Messages", [])
-        if not msgs:
-            return out
-        for m in msgs:
-            out.append(json.loads(m["Body"]))
-            sqs.delete_message(QueueUrl=deps.queue.queue_url, ReceiptHandle=m["ReceiptHandle"])
-
-
-def drain(deps: Any, times: int = 1) -> list[dict[str, Any]]:
-    msgs = receive_all(deps)
-    for _ in range(times):
-        for body in msgs:
-            services.process_file(deps, FileTask.from_message(body))
-    return msgs
-
-
-def ledger_rows(db: Any, batch_id: str) -> list[dict[str, Any]]:
-    with db.cursor() as cur:
-        cur.execute(
-            "SELECT entry_index, entry_name, kind, outcome, reason, user_id, final_key, attempts "
-            "FROM pdfbatch_files WHERE batch_id = %s ORDER BY entry_index",
-            (batch_id,),
-        )
-        cols = [c[0] for c in cur.description]
-        return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
-
-
-def pdf_urls(db: Any) -> dict[str, str | None]:
-    with db.cursor() as cur:
-        cur.execute("SELECT email, pdf_url FROM users")
-        return dict(cur.fetchall())
-
-
-def assert_counters_match_ledger(deps: Any, batch_id: str) -> dict[str, Any]:
-    status = services.batch_status(deps, batch_id)
-    counted = Counter(
-        r.outcome for r in services.iter_all_files(deps, batch_id) if r.kind == "pdf" and r.outcome
-    )
-    for outcome in ("linked", "skipped_no_match", "skipped_already_exists", "failed"):
-        assert status[outcome] == counted.get(outcome, 0), outcome
-    assert status["processed"] == sum(counted.values())
-    return status
 
 
 def test_mixed_zip_ends_with_one_outcome_per_pdf_and_counters_equal_ledger(deps: Any, db: Any) -> None:

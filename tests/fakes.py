@@ -1,0 +1,367 @@
+"""In-memory fakes of the MySQL ledger/users and the Redis progress hash, for unit tests.
+
+Each mirrors its real adapter statement by statement (adapters/mysql.py, the Lua scripts of
+adapters/redis.py); tests/integration/test_fakes_contract.py runs both side by side so they cannot drift.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from pdfbatch.errors import ProgressMissing
+from pdfbatch.model import COUNTED_OUTCOMES, FINAL_STATUSES, FileResult
+from pdfbatch.ports import BatchRow, FileRow, NewEntry, UserRow
+
+_FINAL = ("COMPLETED", "FAILED")
+
+
+class FakeClock:
+    """A clock that moves only when told to (inject as ``Deps.clock`` and the fakes' ``clock``)."""
+
+    def __init__(self, now: float = 1_700_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        """Move time forward."""
+        self.now += seconds
+
+
+class FakeLedger:
+    """ports.Ledger and ports.Users in memory, with MysqlLedger's semantics (one lock = one transaction)."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._lock = threading.RLock()
+        self.batches: dict[str, BatchRow] = {}
+        self.files: dict[tuple[str, int], FileRow] = {}
+        self.users: dict[int, UserRow] = {}  # as stored: email exactly as inserted, pdf_url may be ""
+
+    # ---- users -------------------------------------------------------------------------------
+
+    def add_user(self, email: str, pdf_url: str | None = None) -> int:
+        """Insert a user (AUTO_INCREMENT id from 1); return its id."""
+        with self._lock:
+            user_id = max(self.users, default=0) + 1
+            self.users[user_id] = UserRow(user_id, email, pdf_url)
+            return user_id
+
+    def find_by_emails(self, emails: Sequence[str]) -> dict[str, UserRow]:
+        """Users whose email matches as a *_ci PAD SPACE collation compares (case and trailing blanks)."""
+        wanted = {_ci(e) for e in emails}
+        found: dict[str, UserRow] = {}
+        with self._lock:
+            for user in self.users.values():
+                if _ci(user.email) in wanted:
+                    email = user.email.strip().lower()
+                    found.setdefault(email, UserRow(user.id, email, user.pdf_url or None))
+        return found
+
+    def pdf_url_of(self, user_id: int) -> str | None:
+        """The user's current pdf_url (None when empty or no such user)."""
+        with self._lock:
+            user = self.users.get(user_id)
+            return (user.pdf_url or None) if user else None
+
+    # ---- batches -----------------------------------------------------------------------------
+
+    def create_batch(self, batch_id: str, bucket: str, key: str, source: str, status: str) -> BatchRow:
+        """Insert the batch if new and return the stored row."""
+        now = self._clock()
+        with self._lock:
+            return self.batches.setdefault(
+                batch_id,
+                BatchRow(batch_id, bucket, key, source, status, None, 0, {}, None, now, now, None, None),
+            )
+
+    def get_batch(self, batch_id: str) -> BatchRow | None:
+        """The batch row, or None."""
+        with self._lock:
+            return self.batches.get(batch_id)
+
+    def find_batches(self, key: str) -> list[BatchRow]:
+        """Batches created from ``key`` (newest first, at most 100)."""
+        with self._lock:
+            rows = [b for b in self.batches.values() if b.object_key == key]
+        return sorted(rows, key=lambda b: b.created_at, reverse=True)[:100]
+
+    def _update_batch(self, batch_id: str, **changes: Any) -> None:
+        if batch_id in self.batches:  # UPDATE ... WHERE batch_id = %s: no row, no change
+            self.batches[batch_id] = replace(self.batches[batch_id], **changes)
+
+    def start_batch(self, batch_id: str, total_files: int, ignored_files: int) -> None:
+        """Record totals; PENDING becomes PROCESSING, final statuses are kept."""
+        with self._lock:
+            batch = self.batches.get(batch_id)
+            status = batch.status if batch and batch.status in _FINAL else "PROCESSING"
+            self._update_batch(
+                batch_id,
+                total_files=total_files,
+                ignored_files=ignored_files,
+                updated_at=self._clock(),
+                status=status,
+            )
+
+    def mark_unpacked(self, batch_id: str) -> None:
+        """Record when unpacking finished (first time only)."""
+        now = self._clock()
+        with self._lock:
+            batch = self.batches.get(batch_id)
+            if batch:
+                self._update_batch(batch_id, unpacked_at=batch.unpacked_at or now, updated_at=now)
+
+    def finish_batch(self, batch_id: str, status: str, counts: Mapping[str, int], reason: str | None) -> None:
+        """Write the final status and summary once; later calls change nothing."""
+        assert status in FINAL_STATUSES
+        now = self._clock()
+        with self._lock:
+            batch = self.batches.get(batch_id)
+            if batch and batch.status not in _FINAL:
+                stored = json.loads(json.dumps(dict(counts), sort_keys=True))
+                self._update_batch(
+                    batch_id, status=status, counts=stored, reason=reason, completed_at=now, updated_at=now
+                )
+
+    # ---- files -------------------------------------------------------------------------------
+
+    def add_entries(self, batch_id: str, entries: Iterable[NewEntry]) -> None:
+        """Register entries; rows that exist are kept as they are."""
+        now = self._clock()
+        with self._lock:
+            for e in entries:
+                self.files.setdefault(
+                    (batch_id, e.index),
+                    FileRow(
+                        batch_id=batch_id,
+                        index=e.index,
+                        name=e.name,
+                        kind=e.kind,
+                        outcome=e.outcome,
+                        reason=e.reason,
+                        user_id=None,
+                        final_key=None,
+                        sha256=None,
+                        size=e.size,
+                        attempts=0,
+                        created_at=now,
+                        finished_at=now if e.outcome else None,
+                    ),
+                )
+
+    def get_file(self, batch_id: str, index: int) -> FileRow | None:
+        """One entry's row."""
+        with self._lock:
+            return self.files.get((batch_id, index))
+
+    def begin_attempt(self, batch_id: str, index: int) -> int:
+        """Count an attempt and return its number (0 when there is no such row)."""
+        with self._lock:
+            row = self.files.get((batch_id, index))
+            if row is None:
+                return 0
+            self.files[(batch_id, index)] = replace(row, attempts=row.attempts + 1)
+            return row.attempts + 1
+
+    def _record(self, batch_id: str, index: int, result: FileResult) -> bool:
+        row = self.files.get((batch_id, index))
+        if row is None or row.outcome is not None:
+            return False
+        self.files[(batch_id, index)] = replace(
+            row,
+            outcome=result.outcome,
+            reason=result.reason,
+            user_id=result.user_id,
+            final_key=result.final_key,
+            sha256=result.sha256 if result.sha256 is not None else row.sha256,
+            timings=json.loads(json.dumps(result.detail)) if result.detail else {},
+            finished_at=self._clock(),
+        )
+        return True
+
+    def record(self, batch_id: str, index: int, result: FileResult) -> FileRow:
+        """Record ``result`` unless an outcome is already there; return the row as stored."""
+        with self._lock:
+            self._record(batch_id, index, result)
+            row = self.files.get((batch_id, index))
+        if row is None:
+            raise LookupError(f"no ledger row for batch entry {index}")
+        return row
+
+    def link(self, batch_id: str, index: int, user_id: int, pdf_url: str, result: FileResult) -> bool:
+        """Set the user's pdf_url where empty and record ``result``, both or neither; False when taken."""
+        with self._lock:
+            user = self.users.get(user_id)
+            if user is None or user.pdf_url:
+                return False
+            if not self._record(batch_id, index, result):
+                return False  # nothing was written yet: "rolling back" the user is not writing it
+            self.users[user_id] = replace(user, pdf_url=pdf_url)
+            return True
+
+    def list_files(
+        self, batch_id: str, after_index: int, limit: int, outcome: str | None = None
+    ) -> list[FileRow]:
+        """Entries after ``after_index`` in index order, optionally of one outcome (or not_linked/pending)."""
+
+        def wanted(r: FileRow) -> bool:
+            if outcome == "not_linked":
+                return r.kind == "pdf" and r.outcome is not None and r.outcome != "linked"
+            if outcome == "pending":
+                return r.outcome is None
+            return not outcome or r.outcome == outcome
+
+        with self._lock:
+            rows = [r for (b, i), r in self.files.items() if b == batch_id and i > after_index and wanted(r)]
+        return sorted(rows, key=lambda r: r.index)[:limit]
+
+    def outcome_counts(self, batch_id: str) -> dict[str, int]:
+        """Counts by outcome and ``reason:<r>`` of counted entries, plus ``processed`` and ``ignored``."""
+        counts: dict[str, int] = {o: 0 for o in COUNTED_OUTCOMES}
+        counts["processed"] = 0
+        counts["ignored"] = 0
+        with self._lock:
+            rows = [r for (b, _), r in self.files.items() if b == batch_id and r.outcome is not None]
+        for r in rows:
+            if r.kind != "pdf":
+                counts["ignored"] += 1
+                continue
+            assert r.outcome is not None
+            counts[r.outcome] = counts.get(r.outcome, 0) + 1
+            counts[f"reason:{r.reason}"] = counts.get(f"reason:{r.reason}", 0) + 1
+            counts["processed"] += 1
+        return counts
+
+    def done_indices(self, batch_id: str) -> list[int]:
+        """Indices of PDF entries with an outcome."""
+        with self._lock:
+            return sorted(
+                i for (b, i), r in self.files.items() if b == batch_id and r.kind == "pdf" and r.outcome
+            )
+
+
+class FakeProgress:
+    """ports.Progress in memory: each method is the matching Lua script of adapters/redis.py.
+
+    Values are strings, as Redis stores them. There is no clock-driven TTL: ``expire`` drops a batch's
+    hash and done set the way an expiry (or a Redis restart) would.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self.hashes: dict[str, dict[str, str]] = {}
+        self.done: dict[str, set[str]] = {}
+
+    def expire(self, batch_id: str) -> None:
+        """Simulate the TTL running out: both keys of the batch disappear."""
+        with self._lock:
+            self.hashes.pop(batch_id, None)
+            self.done.pop(batch_id, None)
+
+    def _complete_if_done(self, h: dict[str, str], now: str) -> str | None:
+        st = h.get("status")
+        if st in _FINAL or h.get("unpacked") != "1":
+            return st
+        total = float(h.get("totalFiles") or "-1")
+        processed = float(h.get("processed") or "0")
+        if total >= 0 and processed >= total:
+            h.update(status="COMPLETED", completedAt=now, updatedAt=now)
+            return "COMPLETED"
+        return st
+
+    @staticmethod
+    def _zeroed(now: str) -> dict[str, str]:
+        return {"processed": "0", **{o: "0" for o in COUNTED_OUTCOMES}, "unpacked": "0", "createdAt": now}
+
+    def init_batch(
+        self, batch_id: str, status: str, total_files: int | None, now: float, ignored: int = 0
+    ) -> None:
+        """Create the hash (counters at 0) or update status/total of a non-final batch."""
+        ts = _ts(now)
+        with self._lock:
+            h = self.hashes.get(batch_id)
+            if h is None:
+                h = self.hashes[batch_id] = {**self._zeroed(ts), "status": status, "updatedAt": ts}
+            elif h.get("status") in _FINAL or (status == "PENDING" and h.get("status") == "PROCESSING"):
+                return
+            else:
+                h["status"] = status
+                h["updatedAt"] = ts
+            h["ignored"] = str(ignored)
+            if total_files is not None:
+                h["totalFiles"] = str(total_files)
+
+    def count(self, batch_id: str, index: int, outcome: str, reason: str, now: float) -> tuple[bool, str]:
+        """Count one file once; return (newly counted, status). Raises ProgressMissing when expired."""
+        ts = _ts(now)
+        with self._lock:
+            h = self.hashes.get(batch_id)
+            if h is None:
+                raise ProgressMissing(batch_id)
+            done = self.done.setdefault(batch_id, set())
+            added = str(index) not in done
+            if added:
+                done.add(str(index))
+                for name in ("processed", outcome, f"reason:{reason}"):
+                    h[name] = str(int(h.get(name, "0")) + 1)
+                h["updatedAt"] = ts
+                h.setdefault("firstDoneAt", ts)
+            return added, str(self._complete_if_done(h, ts))
+
+    def mark_unpacked(self, batch_id: str, total_files: int, now: float) -> str:
+        """Unpacking finished; return the status afterwards (COMPLETED when everything is counted)."""
+        ts = _ts(now)
+        with self._lock:
+            h = self.hashes.get(batch_id)
+            if h is None:
+                raise ProgressMissing(batch_id)
+            if h.get("status") not in _FINAL:
+                h.update(unpacked="1", totalFiles=str(total_files), unpackedAt=ts, updatedAt=ts)
+            return str(self._complete_if_done(h, ts))
+
+    def fail(self, batch_id: str, reason: str, now: float) -> None:
+        """Mark the batch FAILED (unless already final); creates a zeroed hash when missing."""
+        ts = _ts(now)
+        with self._lock:
+            h = self.hashes.setdefault(batch_id, {})
+            if h.get("status") in _FINAL:
+                return
+            if "status" not in h:
+                h.update(self._zeroed(ts))
+            h.update(status="FAILED", reason=reason, completedAt=ts, updatedAt=ts)
+
+    def get(self, batch_id: str) -> dict[str, str] | None:
+        """A copy of the raw hash, or None."""
+        with self._lock:
+            h = self.hashes.get(batch_id)
+            return dict(h) if h else None
+
+    def rebuild(self, batch_id: str, fields: Mapping[str, str | int | float], done: Sequence[int]) -> bool:
+        """Recreate the hash and done set from a ledger snapshot unless the hash exists again."""
+        with self._lock:
+            if self.hashes.get(batch_id):
+                return False
+            if fields:
+                self.hashes[batch_id] = {k: _encode(v) for k, v in fields.items()}
+            self.done[batch_id] = {str(i) for i in done}
+            return True
+
+
+def _ci(email: str) -> str:
+    # Accent folding of utf8mb4_general_ci is not modelled: addresses found in PDFs are matched as typed.
+    return email.rstrip(" ").lower()
+
+
+def _ts(now: float) -> str:
+    return f"{now:.3f}"
+
+
+def _encode(value: str | int | float) -> str:
+    # What redis-py sends for each type: floats as repr(), ints as str().
+    return repr(value) if isinstance(value, float) else str(value)

@@ -1,0 +1,276 @@
+"""The in-memory fakes (tests/fakes.py) answer exactly like the real adapters, call for call.
+
+Each scenario is one script of calls run twice, on the fake and on the real adapter (MariaDB, Redis),
+with the same clock; the two transcripts of results must be equal. A behaviour the fakes get wrong
+shows up here, not as a unit test that passes against something production never does.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import redis
+
+from fakes import FakeClock, FakeLedger, FakeProgress
+from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
+from pdfbatch.adapters.redis import RedisProgress, done_key, progress_key
+from pdfbatch.config import Settings
+from pdfbatch.errors import ProgressMissing
+from pdfbatch.model import FileResult
+from pdfbatch.ports import NewEntry, Progress
+from plugins.services import add_users
+
+pytestmark = pytest.mark.integration
+
+Transcript = list[tuple[str, Any]]
+
+
+class Recorder:
+    """Collects (label, result) pairs; expected exceptions are recorded by type name."""
+
+    def __init__(self) -> None:
+        self.out: Transcript = []
+
+    def __call__(self, label: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            result = fn(*args, **kwargs)
+        except (ProgressMissing, LookupError) as exc:
+            result = type(exc).__name__
+        self.out.append((label, result))
+        return result
+
+
+@dataclass
+class LedgerSide:
+    ledger: FakeLedger | MysqlLedger  # both a Ledger and Users
+    add_user: Callable[[str, str | None], int]
+    clock: FakeClock
+
+
+def assert_same(fake: Transcript, real: Transcript) -> None:
+    assert [label for label, _ in fake] == [label for label, _ in real]
+    for (label, f), (_, r) in zip(fake, real, strict=True):
+        assert f == r, label
+
+
+# ---------------------------------------------------------------------------------------------
+# Ledger and Users
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def real_ledger(db: Any, settings: Settings) -> Iterator[LedgerSide]:
+    with db.cursor() as cur:
+        cur.execute("TRUNCATE TABLE users")  # ids from 1, as the fake numbers them
+
+    def add_user(email: str, pdf_url: str | None) -> int:
+        return add_users(db, email, pdf_url=pdf_url)[email]
+
+    clock = FakeClock()
+    ledger = MysqlLedger(MysqlClient.from_url(settings.mysql_url), settings.users, clock=clock)
+    yield LedgerSide(ledger, add_user, clock)
+    ledger.client.close()
+
+
+def fake_ledger() -> LedgerSide:
+    clock = FakeClock()
+    ledger = FakeLedger(clock)
+    return LedgerSide(ledger, ledger.add_user, clock)
+
+
+def linked(user_id: int, key: str) -> FileResult:
+    return FileResult(
+        "linked", "matched", user_id=user_id, final_key=key, sha256="ab" * 32, detail={"x": 0.1}
+    )
+
+
+def users_script(side: LedgerSide) -> Transcript:
+    call, users = Recorder(), side.ledger
+    a = side.add_user("Alice@Example.COM", None)
+    b = side.add_user("bob@example.com", "s3://old/b.pdf")
+    c = side.add_user("carol@example.com ", "")  # '' counts as empty; trailing blank ignored (PAD SPACE)
+    call("ids", lambda: (a, b, c))
+    call(
+        "find", users.find_by_emails, ["alice@example.com", "BOB@EXAMPLE.COM", "carol@example.com", "x@y.org"]
+    )
+    call("find none", users.find_by_emails, [])
+    call("pdf_url_of", lambda: [users.pdf_url_of(u) for u in (a, b, c, 999)])
+    return call.out
+
+
+def ledger_script(side: LedgerSide, run: str) -> Transcript:
+    call, ledger, tick = Recorder(), side.ledger, side.clock.advance
+    a = side.add_user("a@example.com", None)
+    c = side.add_user("c@example.com", "")
+    d = side.add_user("d@example.com", None)
+    b1, b2, b3, nope = (f"{i}{run}"[:32] for i in range(4))
+    key = f"uploads/{run[:6]} drop.zip"
+
+    # batches
+    call("create", ledger.create_batch, b1, "bkt", f"uploads/{b1}.zip", "api", "PENDING")
+    tick(0.1)
+    call("create again keeps the row", ledger.create_batch, b1, "other", "uploads/x.zip", "s3", "FAILED")
+    call("create s3", ledger.create_batch, b2, "bkt", key, "s3", "PROCESSING")
+    tick(1.5)
+    call("create s3 later", ledger.create_batch, b3, "bkt", key, "s3", "PROCESSING")
+    call("find newest first", ledger.find_batches, key)
+    call("find none", ledger.find_batches, "uploads/none.zip")
+    call("get unknown", ledger.get_batch, nope)
+    tick(0.1)
+    call("start", ledger.start_batch, b1, 5, 2)
+    call("start unknown", ledger.start_batch, nope, 1, 1)
+    call("get started", ledger.get_batch, b1)
+
+    # entries
+    entries = [NewEntry(i, f"dir/f{i}.pdf", "pdf", 100 + i) for i in range(5)]
+    entries += [
+        NewEntry(5, "notes.txt", "ignored", 3, "ignored", "not_pdf"),
+        NewEntry(6, "d/", "ignored", 0, "ignored", "directory"),
+    ]
+    call("add", ledger.add_entries, b1, entries)
+    tick(0.1)
+    call("add again keeps rows", ledger.add_entries, b1, [NewEntry(0, "other.pdf", "pdf", 1)])
+    call("get file", ledger.get_file, b1, 0)
+    call("get ignored file", ledger.get_file, b1, 5)
+    call("get missing file", ledger.get_file, b1, 99)
+    call("attempt", ledger.begin_attempt, b1, 0)
+    call("attempt again", ledger.begin_attempt, b1, 0)
+    call("attempt missing", ledger.begin_attempt, b1, 99)
+
+    # outcomes
+    tick(0.1)
+    call("record", ledger.record, b1, 1, FileResult("skipped_no_match", "no_email", sha256="cd" * 32))
+    tick(0.1)
+    call("record again keeps the first", ledger.record, b1, 1, FileResult("failed", "gave_up"))
+    call("record missing", ledger.record, b1, 99, FileResult("failed", "gave_up"))
+    tick(0.1)
+    call("link", ledger.link, b1, 0, a, "s3://bkt/pdfs/a.pdf", linked(a, "pdfs/a.pdf"))
+    call("link a taken user", ledger.link, b1, 2, a, "s3://bkt/pdfs/a2.pdf", linked(a, "pdfs/a2.pdf"))
+    call("link empty-string user", ledger.link, b1, 2, c, "s3://bkt/pdfs/c.pdf", linked(c, "pdfs/c.pdf"))
+    call("link a recorded file", ledger.link, b1, 1, d, "s3://bkt/pdfs/d.pdf", linked(d, "pdfs/d.pdf"))
+    call("rolled back", ledger.pdf_url_of, d)
+    call("link unknown user", ledger.link, b1, 3, 999, "s3://bkt/pdfs/z.pdf", linked(999, "pdfs/z.pdf"))
+    call("link unknown file", ledger.link, b1, 99, d, "s3://bkt/pdfs/d.pdf", linked(d, "pdfs/d.pdf"))
+    call("still empty", ledger.pdf_url_of, d)
+    call("files after links", ledger.list_files, b1, -1, 100)
+
+    # listing and counting
+    for outcome in (None, "", "linked", "ignored", "not_linked", "pending", "failed"):
+        call(f"list {outcome!r}", ledger.list_files, b1, -1, 100, outcome)
+    call("list page", ledger.list_files, b1, 0, 2)
+    call("list other batch", ledger.list_files, b2, -1, 100)
+    call("counts", ledger.outcome_counts, b1)
+    call("counts empty", ledger.outcome_counts, nope)
+    call("done", lambda: sorted(ledger.done_indices(b1)))
+
+    # lifecycle
+    tick(0.1)
+    call("unpacked", ledger.mark_unpacked, b1)
+    tick(0.1)
+    call("unpacked again", ledger.mark_unpacked, b1)
+    call("finish", ledger.finish_batch, b1, "COMPLETED", {"linked": 2, "reason:matched": 2}, None)
+    tick(0.1)
+    call("finish again is ignored", ledger.finish_batch, b1, "FAILED", {}, "corrupt_zip")
+    call("start a final batch", ledger.start_batch, b1, 9, 9)
+    call("final", ledger.get_batch, b1)
+    call("fail", ledger.finish_batch, b2, "FAILED", {}, "corrupt_zip")
+    call("failed", ledger.get_batch, b2)
+    return call.out
+
+
+def test_fake_users_match_mysql_users(real_ledger: LedgerSide) -> None:
+    assert_same(users_script(fake_ledger()), users_script(real_ledger))
+
+
+def test_fake_ledger_matches_mysql_ledger(real_ledger: LedgerSide) -> None:
+    run = uuid.uuid4().hex
+    assert_same(ledger_script(fake_ledger(), run), ledger_script(real_ledger, run))
+
+
+# ---------------------------------------------------------------------------------------------
+# Progress
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ProgressSide:
+    progress: Progress
+    expire: Callable[[str], None]
+
+
+@pytest.fixture()
+def real_progress(settings: Settings) -> Iterator[ProgressSide]:
+    client = redis.Redis.from_url(settings.redis_url, decode_responses=True)
+    used: list[str] = []
+
+    def expire(batch_id: str) -> None:
+        used.append(batch_id)
+        client.delete(progress_key(batch_id), done_key(batch_id))
+
+    yield ProgressSide(RedisProgress(client, ttl_seconds=600), expire)
+    for batch_id in used:
+        client.delete(progress_key(batch_id), done_key(batch_id))
+    client.close()
+
+
+def progress_script(side: ProgressSide, run: str) -> Transcript:
+    call, p = Recorder(), side.progress
+    b, early, failed, empty = (f"{i}{run}"[:32] for i in range(4))
+    for batch_id in (b, early, failed, empty):
+        side.expire(batch_id)  # start clean (and let the real side clean up afterwards)
+
+    call("get missing", p.get, b)
+    call("count missing", p.count, b, 0, "linked", "matched", 1.0)
+    call("unpacked missing", p.mark_unpacked, b, 3, 1.0)
+    call("init pending", p.init_batch, b, "PENDING", None, 10.0)
+    call("pending", p.get, b)
+    call("init processing", p.init_batch, b, "PROCESSING", 3, 11.0, ignored=2)
+    call("init pending never goes back", p.init_batch, b, "PENDING", None, 12.0)
+    call("processing", p.get, b)
+    call("count", p.count, b, 0, "linked", "matched", 13.25)
+    call("count same index", p.count, b, 0, "linked", "matched", 14.0)
+    call("count other", p.count, b, 1, "failed", "too_large", 15.0)
+    call("unpacked", p.mark_unpacked, b, 3, 16.0)
+    call("after unpacked", p.get, b)
+    call("count last", p.count, b, 2, "skipped_no_match", "no_email", 17.0)
+    call("count last again", p.count, b, 2, "skipped_no_match", "no_email", 18.0)
+    call("init a final batch", p.init_batch, b, "PROCESSING", 5, 19.0)
+    call("fail a final batch", p.fail, b, "corrupt_zip", 19.0)
+    call("unpacked a final batch", p.mark_unpacked, b, 7, 19.0)
+    call("completed", p.get, b)
+
+    side.expire(b)
+    call("expired", p.get, b)
+    call("count expired", p.count, b, 2, "failed", "gave_up", 20.0)
+    fields = {"status": "PROCESSING", "totalFiles": 4, "unpacked": 1, "createdAt": "10.000", "rate": 0.1}
+    call("rebuild", p.rebuild, b, {**fields, "processed": 2, "linked": 1, "failed": 1}, [0, 1])
+    call("rebuild again", p.rebuild, b, fields, [])
+    call("count a rebuilt index", p.count, b, 1, "failed", "too_large", 21.0)
+    call("count new", p.count, b, 2, "failed", "gave_up", 22.0)
+    call("count completes", p.count, b, 3, "linked", "matched", 23.0)
+    call("rebuilt", p.get, b)
+
+    call("init early", p.init_batch, early, "PROCESSING", 2, 1.0)
+    call("all counted before unpacked", p.count, early, 0, "linked", "matched", 2.0)
+    call("all counted before unpacked", p.count, early, 1, "linked", "matched", 3.0)
+    call("unpacked completes", p.mark_unpacked, early, 2, 4.0)
+    call("early", p.get, early)
+
+    call("fail missing", p.fail, failed, "corrupt_zip", 5.0)
+    call("fail again keeps reason", p.fail, failed, "zip_missing", 6.0)
+    call("failed", p.get, failed)
+
+    call("init empty", p.init_batch, empty, "PROCESSING", 0, 7.0)
+    call("empty completes when unpacked", p.mark_unpacked, empty, 0, 8.0)
+    call("empty", p.get, empty)
+    return call.out
+
+
+def test_fake_progress_matches_redis_progress(real_progress: ProgressSide) -> None:
+    fake = FakeProgress()
+    run = uuid.uuid4().hex
+    assert_same(progress_script(ProgressSide(fake, fake.expire), run), progress_script(real_progress, run))
