@@ -169,6 +169,10 @@ def stage_zip(deps: Deps, upload: Upload) -> StageReport:
     )
     report.seconds["inspect"] = time.monotonic() - t0
     now = deps.clock()
+    if batch.total_files is not None and deps.progress.get(batch_id) is None:
+        # A re-run whose hash expired: init_batch would recreate it at zero while the ledger already
+        # holds outcomes that are never re-sent (so never counted again); rebuild it from the ledger.
+        _rebuild_progress(deps, batch_id)
     # totalFiles is recorded before any message is sent: no worker can finish a half-unpacked batch.
     deps.progress.init_batch(
         batch_id, BatchStatus.PROCESSING, plan.total_files, now, ignored=len(plan.ignored)

@@ -1,0 +1,834 @@
+"""Every rule of the pipeline (services.py) over in-memory fakes of MySQL/Redis and moto's S3/SQS.
+
+The fakes are held to the real adapters by tests/integration/test_fakes_contract.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import boto3
+import pytest
+
+from fakes import FakeClock, FakeLedger, FakeProgress
+from fixtures import pdfs, zips
+from fixtures.pipeline import (
+    assert_counters_match_ledger,
+    drain,
+    files_by_name,
+    process_all,
+    receive_all,
+    upload,
+)
+from fixtures.zips import zipfile_zip as make_zip
+from pdfbatch import archive, services
+from pdfbatch.adapters.s3 import S3Store
+from pdfbatch.adapters.sqs import SqsQueue
+from pdfbatch.config import Settings
+from pdfbatch.errors import DependencyUnavailable, InvalidInput, NotFound
+from pdfbatch.model import FileTask, staging_key
+from pdfbatch.ports import FileRow
+from pdfbatch.services import Deps
+
+BUCKET = "pdfbatch-unit"
+RANK = {"PENDING": 0, "PROCESSING": 1, "COMPLETED": 2, "FAILED": 2}
+
+
+# --- fixtures ----------------------------------------------------------------------------------
+
+
+@functools.cache
+def _session() -> boto3.session.Session:
+    # One session for the module: it loads the S3/SQS service models once (~70 ms a client otherwise).
+    # It is only ever used inside moto_aws, with its fake credentials.
+    return boto3.session.Session(region_name="us-east-1")
+
+
+@pytest.fixture()
+def deps(moto_aws: None) -> Deps:
+    """FakeLedger (also the users table) and FakeProgress, moto S3 bucket and SQS queue, a still clock."""
+    s3 = _session().client("s3")
+    sqs = _session().client("sqs")
+    s3.create_bucket(Bucket=BUCKET)
+    queue_url = sqs.create_queue(QueueName="work")["QueueUrl"]
+    clock = FakeClock()
+    ledger = FakeLedger(clock)
+    return Deps(
+        settings=Settings(bucket=BUCKET, queue_url=queue_url, stage_workers=2),
+        store=S3Store(s3),
+        ledger=ledger,
+        users=ledger,
+        progress=FakeProgress(),
+        queue=SqsQueue(sqs, queue_url, sleep=lambda _: None),
+        clock=clock,
+    )
+
+
+@pytest.fixture()
+def ledger(deps: Deps) -> FakeLedger:
+    assert isinstance(deps.ledger, FakeLedger)
+    return deps.ledger
+
+
+@pytest.fixture()
+def progress(deps: Deps) -> FakeProgress:
+    assert isinstance(deps.progress, FakeProgress)
+    return deps.progress
+
+
+@pytest.fixture()
+def clock(deps: Deps) -> FakeClock:
+    assert isinstance(deps.clock, FakeClock)
+    return deps.clock
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+resume = functools.cache(pdfs.resume_pdf)
+text_pdf = functools.cache(lambda *pages: pdfs.text_pdf(list(pages)))
+
+
+def objects(deps: Deps, prefix: str) -> list[str]:
+    """Keys under ``prefix`` in the bucket."""
+    listed = deps.store.client.list_objects_v2(Bucket=BUCKET, Prefix=prefix)  # type: ignore[attr-defined]
+    return [o["Key"] for o in listed.get("Contents", [])]
+
+
+def stage(deps: Deps, entries: list[tuple[str, bytes]], **kwargs: Any) -> services.StageReport:
+    """Upload a ZIP of ``entries`` and run unzip on it."""
+    return services.stage_zip(deps, upload(deps, make_zip(entries), **kwargs))
+
+
+def fail_once(target: Callable[..., Any], error: BaseException) -> Callable[..., Any]:
+    """``target``, except that its first call raises ``error`` (a crash at that point)."""
+    calls = []
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        if len(calls) == 1:
+            raise error
+        return target(*args, **kwargs)
+
+    return wrapper
+
+
+def tasks(n: int, batch_id: str = "a" * 32) -> list[FileTask]:
+    return [FileTask(batch_id, i, staging_key(batch_id, i), BUCKET) for i in range(n)]
+
+
+class StubSqs:
+    """A boto3 SQS client double: refuses the entries ``refuse(call_number, entry)`` picks."""
+
+    def __init__(self, refuse: Callable[[int, dict[str, str]], bool], sender_fault: bool = False) -> None:
+        self.refuse = refuse
+        self.sender_fault = sender_fault
+        self.calls: list[list[dict[str, str]]] = []
+
+    def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, str]]) -> dict[str, Any]:
+        self.calls.append(Entries)
+        failed = [e for e in Entries if self.refuse(len(self.calls), e)]
+        return {
+            "Successful": [{"Id": e["Id"]} for e in Entries if e not in failed],
+            "Failed": [
+                {"Id": e["Id"], "SenderFault": self.sender_fault, "Code": "InternalError"} for e in failed
+            ],
+        }
+
+
+class CheckingQueue:
+    """A WorkQueue that runs ``check`` on every send before handing the tasks on."""
+
+    def __init__(self, inner: Any, check: Callable[[Sequence[FileTask]], None]) -> None:
+        self.inner = inner
+        self.check = check
+        self.sent: list[list[FileTask]] = []
+
+    def send_tasks(self, tasks: Sequence[FileTask]) -> None:
+        self.check(tasks)
+        self.sent.append(list(tasks))
+        self.inner.send_tasks(tasks)
+
+
+# --- unzip: staging ----------------------------------------------------------------------------
+
+
+def test_total_files_is_recorded_before_any_message_is_sent(deps: Deps, progress: FakeProgress) -> None:
+    # GIVEN a queue that checks what a worker could already see when each message goes out
+    def check(batch: Sequence[FileTask]) -> None:
+        batch_id = batch[0].batch_id
+        raw = progress.get(batch_id)
+        assert raw is not None and raw["totalFiles"] == "12"
+        ledger_batch = deps.ledger.get_batch(batch_id)
+        assert ledger_batch is not None and ledger_batch.total_files == 12
+        assert all(deps.ledger.get_file(batch_id, t.index) is not None for t in batch)
+
+    queue = CheckingQueue(deps.queue, check)
+    deps = replace(deps, queue=queue)
+    # WHEN a ZIP of twelve PDFs is staged
+    stage(deps, [(f"{i}.pdf", text_pdf("no address")) for i in range(12)])
+    # THEN every message went out after totalFiles was recorded, ten at most per send
+    assert sorted(t.index for sent in queue.sent for t in sent) == list(range(12))
+    assert max(len(sent) for sent in queue.sent) <= 10
+
+
+def test_ignored_entries_are_listed_but_never_counted(deps: Deps) -> None:
+    # GIVEN a ZIP with two PDFs and four entries that are not documents
+    entries = [
+        ("a.pdf", text_pdf("no address")),
+        ("__MACOSX/._a.pdf", b"\0\5\x16\7"),
+        (".hidden.pdf", b"%PDF-1.4"),
+        ("notes.txt", b"hello"),
+        ("docs/", b""),
+        ("b.pdf", text_pdf("none here either")),
+    ]
+    # WHEN it is staged and processed
+    report = stage(deps, entries)
+    msgs = drain(deps)
+    # THEN only the PDFs are queued and counted, and the rest are listed as ignored with a reason
+    assert (report.total_files, report.ignored, len(msgs)) == (2, 4, 2)
+    status = assert_counters_match_ledger(deps, report.batch_id)
+    assert (status["status"], status["totalFiles"], status["processed"], status["ignored"]) == (
+        "COMPLETED",
+        2,
+        2,
+        4,
+    )
+    listed = services.list_files(deps, report.batch_id, outcome="ignored")["items"]
+    assert [(i["name"], i["reason"]) for i in listed] == [
+        ("__MACOSX/._a.pdf", "macos_metadata"),
+        (".hidden.pdf", "hidden_file"),
+        ("notes.txt", "not_pdf"),
+        ("docs/", "directory"),
+    ]
+
+
+def test_staging_keys_come_from_batch_and_index_never_from_entry_names(deps: Deps) -> None:
+    # GIVEN entry names that would escape a naive staging prefix
+    names = ["../../x.pdf", "/abs/y.pdf", "C:\\win\\z.pdf", "ok/../../../w.pdf"]
+    # WHEN the ZIP is staged
+    report = stage(deps, [(n, text_pdf("no address")) for n in names])
+    # THEN each message and staged object uses staging/{batch}/{index}.pdf
+    msgs = receive_all(deps)
+    assert sorted(m["key"] for m in msgs) == [staging_key(report.batch_id, i) for i in range(4)]
+    assert sorted(objects(deps, "")) == sorted(["uploads/drop.zip", *(m["key"] for m in msgs)])
+
+
+def test_too_large_entry_is_failed_without_inflating_it_and_the_rest_goes_on(
+    deps: Deps, ledger: FakeLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a per-PDF limit below one entry's size, and a spy on entry reads
+    ledger.add_user("small@example.com")
+    small = resume("S", "small@example.com")
+    limits = replace(deps.settings.limits, max_pdf_bytes=len(small) + 100)
+    deps = replace(deps, settings=replace(deps.settings, limits=limits))
+    read: list[str] = []
+    real_read = archive.OpenedArchive.read
+
+    def spy(self: archive.OpenedArchive, entry: archive.Entry) -> bytes:
+        read.append(entry.name)
+        return real_read(self, entry)
+
+    monkeypatch.setattr(archive.OpenedArchive, "read", spy)
+    monkeypatch.setattr(archive.OpenedArchive, "open", lambda *_: pytest.fail("entries are read whole"))
+    # WHEN the ZIP is staged and processed
+    report = stage(deps, [("big.pdf", small + b" " * 5000), ("small.pdf", small)])
+    drain(deps)
+    # THEN the big entry is failed/too_large without being read, and the small one is linked
+    assert read == ["small.pdf"]
+    rows = files_by_name(deps, report.batch_id)
+    assert (rows["big.pdf"].outcome, rows["big.pdf"].reason) == ("failed", "too_large")
+    assert rows["small.pdf"].outcome == "linked"
+    assert services.batch_status(deps, report.batch_id)["status"] == "COMPLETED"
+
+
+@pytest.mark.parametrize(
+    ("data", "reason", "limit"),
+    [
+        (zips.not_a_zip(), "corrupt_zip", None),
+        (zips.truncated_zip(), "corrupt_zip", None),
+        (make_zip([("a.pdf", b"%PDF-1.4")]), "zip_too_large", 10),
+    ],
+    ids=["not_a_zip", "truncated", "too_large"],
+)
+def test_unreadable_zip_fails_the_batch_with_its_reason(
+    deps: Deps, data: bytes, reason: str, limit: int | None
+) -> None:
+    # GIVEN a ZIP that cannot be read (or is over the limit)
+    if limit is not None:
+        limits = replace(deps.settings.limits, max_zip_bytes=limit)
+        deps = replace(deps, settings=replace(deps.settings, limits=limits))
+    # WHEN it is staged
+    report = services.stage_zip(deps, upload(deps, data))
+    # THEN the batch is FAILED with the reason, in Redis and MySQL, and nothing is queued
+    assert (report.status, report.reason) == ("FAILED", reason)
+    status = services.batch_status(deps, report.batch_id)
+    assert (status["status"], status["reason"]) == ("FAILED", reason)
+    batch = deps.ledger.get_batch(report.batch_id)
+    assert batch is not None and (batch.status, batch.reason) == ("FAILED", reason)
+    assert receive_all(deps) == []
+
+
+def test_zip_deleted_before_unzip_reads_it_fails_zip_missing(deps: Deps) -> None:
+    # GIVEN a notification for an object that is gone (and no size in the event)
+    up = services.Upload(bucket=BUCKET, key="uploads/gone.zip", size=None, sequencer="01")
+    # WHEN it is staged
+    report = services.stage_zip(deps, up)
+    # THEN the batch is FAILED zip_missing
+    assert services.batch_status(deps, report.batch_id)["reason"] == "zip_missing"
+
+
+def test_zip_without_pdfs_completes_with_zero_files(deps: Deps) -> None:
+    # GIVEN a ZIP with no PDF at all WHEN it is staged
+    report = stage(deps, [("readme.txt", b"hi"), ("._x.pdf", b"x")])
+    # THEN the batch is COMPLETED at once with totalFiles 0
+    status = services.batch_status(deps, report.batch_id)
+    assert (status["status"], status["totalFiles"], status["ignored"], status["percent"]) == (
+        "COMPLETED",
+        0,
+        2,
+        100.0,
+    )
+    batch = deps.ledger.get_batch(report.batch_id)
+    assert batch is not None and batch.status == "COMPLETED"
+
+
+# --- unzip: the work queue ---------------------------------------------------------------------
+
+
+def test_send_message_batch_carries_ten_messages_per_call() -> None:
+    # GIVEN an SQS client that accepts everything
+    client = StubSqs(refuse=lambda call, entry: False)
+    # WHEN 25 tasks are sent
+    SqsQueue(client, "url", sleep=lambda _: None).send_tasks(tasks(25))
+    # THEN three calls carry 10, 10 and 5 messages, every task once
+    assert [len(c) for c in client.calls] == [10, 10, 5]
+    sent = [json.loads(e["MessageBody"])["index"] for c in client.calls for e in c]
+    assert sent == list(range(25))
+
+
+def test_an_entry_sqs_refuses_is_resent_alone_until_accepted() -> None:
+    # GIVEN an SQS client that refuses entry 3 on the first call only
+    client = StubSqs(refuse=lambda call, entry: call == 1 and entry["Id"] == "3")
+    # WHEN ten tasks are sent
+    SqsQueue(client, "url", sleep=lambda _: None).send_tasks(tasks(10))
+    # THEN the second call re-sends exactly the refused one
+    assert [len(c) for c in client.calls] == [10, 1]
+    assert json.loads(client.calls[1][0]["MessageBody"])["index"] == 3
+
+
+def test_an_entry_refused_on_every_attempt_makes_the_send_fail() -> None:
+    # GIVEN an SQS client that always refuses entry 0
+    client = StubSqs(refuse=lambda call, entry: entry["Id"] == "0")
+    # WHEN tasks are sent THEN the send retries and then raises, so unzip is retried
+    with pytest.raises(DependencyUnavailable, match="sqs"):
+        SqsQueue(client, "url", sleep=lambda _: None).send_tasks(tasks(3))
+    assert [len(c) for c in client.calls] == [3, 1, 1, 1, 1]
+
+
+def test_a_sender_fault_fails_the_send_at_once() -> None:
+    client = StubSqs(refuse=lambda call, entry: True, sender_fault=True)
+    with pytest.raises(DependencyUnavailable, match="refused"):
+        SqsQueue(client, "url", sleep=lambda _: None).send_tasks(tasks(2))
+    assert len(client.calls) == 1
+
+
+def test_unzip_fails_when_messages_are_refused_and_its_retry_sends_them(deps: Deps) -> None:
+    # GIVEN a queue that refuses every message
+    data = make_zip([(f"{i}.pdf", text_pdf("no address")) for i in range(3)])
+    up = upload(deps, data)
+    refusing = SqsQueue(StubSqs(refuse=lambda call, entry: True), "url", sleep=lambda _: None)
+    # WHEN unzip runs THEN it raises (the S3 event is retried) and the batch is not marked unpacked
+    with pytest.raises(DependencyUnavailable):
+        services.stage_zip(replace(deps, queue=refusing), up)
+    batch_id, _ = services.batch_identity(BUCKET, up.key, up.sequencer, None)
+    assert services.batch_status(deps, batch_id)["status"] == "PROCESSING"
+    # and the retry with a working queue sends every message, so the batch completes
+    report = services.stage_zip(deps, up)
+    assert report.batch_id == batch_id and len(drain(deps)) == 3
+    assert services.batch_status(deps, batch_id)["status"] == "COMPLETED"
+
+
+# --- unzip: batch identity and re-runs ---------------------------------------------------------
+
+
+def test_duplicate_notification_with_the_same_sequencer_is_the_same_batch_and_not_recounted(
+    deps: Deps,
+) -> None:
+    # GIVEN a dropped ZIP processed once
+    up = upload(deps, make_zip([("a.pdf", text_pdf("x")), ("b.pdf", text_pdf("y"))]), key="uploads/x y.zip")
+    first = services.stage_zip(deps, up)
+    drain(deps)
+    # WHEN the same notification arrives again
+    second = services.stage_zip(deps, up)
+    # THEN it is the same batch, nothing is re-sent and the counts stay
+    assert (second.batch_id, second.duplicate) == (first.batch_id, True)
+    assert receive_all(deps) == []
+    status = assert_counters_match_ledger(deps, first.batch_id)
+    assert (status["status"], status["processed"]) == ("COMPLETED", 2)
+
+
+def test_a_new_sequencer_for_the_same_key_is_a_new_batch(deps: Deps, clock: FakeClock) -> None:
+    # GIVEN a ZIP dropped twice at the same key
+    data = make_zip([("a.pdf", text_pdf("x"))])
+    first = services.stage_zip(deps, upload(deps, data, sequencer="0A"))
+    clock.advance(5)
+    second = services.stage_zip(deps, upload(deps, data, sequencer="0B"))
+    # THEN each upload is its own batch, both findable by key, newest first
+    assert second.batch_id != first.batch_id
+    assert not second.duplicate
+    found = services.find_batches(deps, "uploads/drop.zip")["batches"]
+    assert [b["batchId"] for b in found] == [second.batch_id, first.batch_id]
+    assert {b["source"] for b in found} == {"s3"}
+
+
+def test_api_upload_keeps_the_batch_id_it_was_given(deps: Deps) -> None:
+    # GIVEN a batch created through POST /batches
+    created = services.create_batch(deps)
+    assert services.batch_status(deps, created["batchId"])["status"] == "PENDING"
+    # WHEN its ZIP lands at uploads/{id}.zip
+    report = stage(deps, [("a.pdf", text_pdf("x"))], key=created["key"])
+    drain(deps)
+    # THEN unzip works on that very batch
+    assert report.batch_id == created["batchId"]
+    batch = deps.ledger.get_batch(report.batch_id)
+    assert batch is not None and (batch.source, batch.status) == ("api", "COMPLETED")
+
+
+@pytest.mark.parametrize(
+    ("key", "source"),
+    [
+        (f"uploads/{'ab' * 16}.zip", "api"),
+        (f"uploads/{'AB' * 16}.zip", "s3"),
+        (f"uploads/{'ab' * 16}.zip.zip", "s3"),
+        ("uploads/other.zip", "s3"),
+    ],
+)
+def test_only_an_api_shaped_key_carries_its_own_batch_id(key: str, source: str) -> None:
+    batch_id, got = services.batch_identity(BUCKET, key, "01", None)
+    assert got == source and re.fullmatch(r"[0-9a-f]{32}", batch_id)
+    assert (batch_id == "ab" * 16) == (source == "api")
+
+
+def test_rerun_of_an_unfinished_batch_resends_only_what_is_not_done(deps: Deps) -> None:
+    # GIVEN an unzip run whose messages were partly processed
+    up = upload(deps, make_zip([(f"{i}.pdf", text_pdf(f"file {i}")) for i in range(5)]))
+    report = services.stage_zip(deps, up)
+    msgs = receive_all(deps)
+    process_all(deps, msgs[:2])
+    # WHEN S3 retries the same event
+    rerun = services.stage_zip(deps, up)
+    # THEN only the three unfinished files are re-sent and nothing is counted twice
+    assert (rerun.batch_id, rerun.skipped_done) == (report.batch_id, 2)
+    resent = receive_all(deps)
+    assert len(resent) == 3
+    process_all(deps, resent + msgs)
+    status = assert_counters_match_ledger(deps, report.batch_id)
+    assert (status["status"], status["processed"]) == ("COMPLETED", 5)
+
+
+def test_rerun_after_progress_expired_resumes_from_the_ledger_counts(
+    deps: Deps, progress: FakeProgress
+) -> None:
+    # GIVEN a batch with two of five files done, whose Redis progress then expired
+    up = upload(deps, make_zip([(f"{i}.pdf", text_pdf(f"file {i}")) for i in range(5)]))
+    report = services.stage_zip(deps, up)
+    msgs = receive_all(deps)
+    process_all(deps, msgs[:2])
+    progress.expire(report.batch_id)
+    # WHEN S3 retries the event
+    services.stage_zip(deps, up)
+    # THEN progress restarts from the ledger, not from zero (it never goes backwards)
+    assert services.batch_status(deps, report.batch_id)["processed"] == 2
+    # and processing the three re-sent files completes the batch with exact counts
+    drain(deps)
+    status = assert_counters_match_ledger(deps, report.batch_id)
+    assert (status["status"], status["processed"]) == ("COMPLETED", 5)
+
+
+# --- process_pdf: one outcome per file ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("make", "outcome", "reason"),
+    [
+        (lambda: b"hello, I am not a PDF", "failed", "malformed_pdf"),
+        (lambda: pdfs.truncated_pdf("alice@example.com"), "failed", "malformed_pdf"),
+        (lambda: pdfs.password_pdf("Contact: alice@example.com"), "failed", "encrypted"),
+        (lambda: pdfs.owner_only_encrypted_pdf("Contact: alice@example.com"), "linked", "matched"),
+        (pdfs.image_only_pdf, "skipped_no_match", "no_text_layer"),
+        (lambda: text_pdf("No address on this page"), "skipped_no_match", "no_email"),
+        (lambda: resume("S", "stranger@nowhere.org"), "skipped_no_match", "no_user"),
+    ],
+    ids=["not_pdf", "truncated", "encrypted", "owner_only", "scan", "no_email", "no_user"],
+)
+def test_each_kind_of_pdf_gets_its_outcome_and_only_a_match_is_linked(
+    deps: Deps, ledger: FakeLedger, make: Callable[[], bytes], outcome: str, reason: str
+) -> None:
+    # GIVEN a user whose address some of these PDFs show
+    alice = ledger.add_user("alice@example.com")
+    # WHEN the PDF is staged and processed
+    report = stage(deps, [("doc.pdf", make())])
+    drain(deps)
+    # THEN it has exactly that outcome and reason, and only a linked PDF is copied and set
+    row = files_by_name(deps, report.batch_id)["doc.pdf"]
+    assert (row.outcome, row.reason) == (outcome, reason)
+    linked = outcome == "linked"
+    assert (ledger.pdf_url_of(alice) is not None) == linked
+    assert objects(deps, "pdfs/") == ([f"pdfs/{alice}/{row.sha256}.pdf"] if linked else [])
+    assert services.batch_status(deps, report.batch_id)["reasons"] == {reason: 1}
+
+
+def test_first_candidate_in_document_order_that_is_a_user_wins(deps: Deps, ledger: FakeLedger) -> None:
+    # GIVEN a recruiter's address (no user) before the candidate's, and a later user on page 2
+    candidate = ledger.add_user("Candidate@Example.com")
+    later = ledger.add_user("later@example.com")
+    pdf = pdfs.text_pdf(
+        [["Sent by recruiter@agency.com", "Candidate: candidate@example.com"], ["Ref: later@example.com"]]
+    )
+    # WHEN it is processed
+    report = stage(deps, [("cv.pdf", pdf)])
+    drain(deps)
+    # THEN the candidate (matched case-insensitively) is linked, nobody else
+    row = files_by_name(deps, report.batch_id)["cv.pdf"]
+    assert (row.outcome, row.user_id) == ("linked", candidate)
+    assert ledger.pdf_url_of(candidate) == f"s3://{BUCKET}/{row.final_key}"
+    assert ledger.pdf_url_of(later) is None
+
+
+def test_user_with_a_pdf_already_is_skipped_and_nothing_is_copied(
+    deps: Deps, ledger: FakeLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a user who already has a PDF
+    taken = ledger.add_user("taken@example.com", pdf_url="s3://elsewhere/old.pdf")
+    monkeypatch.setattr(deps.store, "copy", lambda *a: pytest.fail("nothing may be copied"))
+    # WHEN their résumé is processed
+    report = stage(deps, [("t.pdf", resume("T", "taken@example.com"))])
+    drain(deps)
+    # THEN it is skipped as already linked and their pdf_url is untouched
+    row = files_by_name(deps, report.batch_id)["t.pdf"]
+    assert (row.outcome, row.reason, row.user_id) == ("skipped_already_exists", "already_linked", taken)
+    assert ledger.pdf_url_of(taken) == "s3://elsewhere/old.pdf"
+    assert objects(deps, "pdfs/") == []
+
+
+def test_identical_pdfs_link_exactly_one_and_keep_the_shared_object(deps: Deps, ledger: FakeLedger) -> None:
+    # GIVEN two byte-identical résumés of one user
+    twin = ledger.add_user("twin@example.com")
+    pdf = resume("Twin", "twin@example.com")
+    # WHEN both are processed
+    report = stage(deps, [("one.pdf", pdf), ("two.pdf", pdf)])
+    drain(deps)
+    # THEN one is linked, the other already_linked, and their one final object is there
+    rows = files_by_name(deps, report.batch_id)
+    assert sorted(r.outcome or "" for r in rows.values()) == ["linked", "skipped_already_exists"]
+    assert objects(deps, "pdfs/") == [f"pdfs/{twin}/{rows['one.pdf'].sha256}.pdf"]
+
+
+def test_identical_pdfs_racing_keep_the_shared_object_the_winner_points_at(
+    deps: Deps, ledger: FakeLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN two byte-identical résumés, the second processed entirely while the first is between
+    # its copy and its link (both saw the user without a PDF, both copy to the same key)
+    twin = ledger.add_user("twin@example.com")
+    pdf = resume("Twin", "twin@example.com")
+    report = stage(deps, [("one.pdf", pdf), ("two.pdf", pdf)])
+    first, second = sorted(receive_all(deps), key=lambda m: m["index"])
+    real_copy = deps.store.copy
+    copies: list[str] = []
+
+    def copy_then_race(bucket: str, source: str, dest: str) -> None:
+        real_copy(bucket, source, dest)
+        copies.append(dest)
+        if len(copies) == 1:
+            services.process_file(deps, FileTask.from_message(second))
+
+    monkeypatch.setattr(deps.store, "copy", copy_then_race)
+    # WHEN the first one runs
+    services.process_file(deps, FileTask.from_message(first))
+    # THEN the second won, the first is already_linked, and the object the user points at survives
+    rows = files_by_name(deps, report.batch_id)
+    assert (rows["two.pdf"].outcome, rows["one.pdf"].reason) == ("linked", "already_linked")
+    assert objects(deps, "pdfs/") == [copies[0]]
+    assert ledger.pdf_url_of(twin) == f"s3://{BUCKET}/{copies[0]}"
+
+
+def test_different_pdfs_racing_for_one_user_leave_no_orphan_copy(
+    deps: Deps, ledger: FakeLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN two different résumés of one user, the second linked while the first is mid-way
+    ledger.add_user("dup@example.com")
+    report = stage(
+        deps, [("v1.pdf", resume("V1", "dup@example.com")), ("v2.pdf", resume("V2", "dup@example.com"))]
+    )
+    first, second = sorted(receive_all(deps), key=lambda m: m["index"])
+    real_copy = deps.store.copy
+    raced: list[bool] = []
+
+    def copy_then_race(bucket: str, source: str, dest: str) -> None:
+        real_copy(bucket, source, dest)
+        if not raced:
+            raced.append(True)
+            services.process_file(deps, FileTask.from_message(second))
+
+    monkeypatch.setattr(deps.store, "copy", copy_then_race)
+    # WHEN the first one runs
+    services.process_file(deps, FileTask.from_message(first))
+    # THEN the loser removed its copy: the only object is the one the user points at
+    rows = files_by_name(deps, report.batch_id)
+    assert (rows["v2.pdf"].outcome, rows["v1.pdf"].reason) == ("linked", "already_linked")
+    assert objects(deps, "pdfs/") == [rows["v2.pdf"].final_key]
+
+
+# --- process_pdf: redelivery and crashes -------------------------------------------------------
+
+
+def test_redelivering_every_message_twice_changes_nothing(
+    deps: Deps, ledger: FakeLedger, progress: FakeProgress, clock: FakeClock
+) -> None:
+    # GIVEN a processed batch
+    ledger.add_user("a@example.com")
+    entries = [("a.pdf", resume("A", "a@example.com")), ("n.pdf", text_pdf("none")), ("x.pdf", b"junk")]
+    report = stage(deps, entries)
+    msgs = drain(deps)
+    before = (dict(ledger.files), dict(ledger.users), progress.get(report.batch_id), objects(deps, ""))
+    # WHEN every message is delivered twice more, later
+    clock.advance(60)
+    process_all(deps, msgs, times=2)
+    # THEN ledger, users, counters and objects are exactly as they were
+    after = (dict(ledger.files), dict(ledger.users), progress.get(report.batch_id), objects(deps, ""))
+    assert after == before
+    assert services.batch_status(deps, report.batch_id)["processed"] == 3
+
+
+def test_crash_between_copy_and_link_then_redelivery_links_once_without_orphan(
+    deps: Deps, ledger: FakeLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a worker that dies after the S3 copy, before the link commits
+    user = ledger.add_user("a@example.com")
+    report = stage(deps, [("a.pdf", resume("A", "a@example.com"))])
+    msgs = receive_all(deps)
+    monkeypatch.setattr(ledger, "link", fail_once(ledger.link, DependencyUnavailable("mysql")))
+    with pytest.raises(DependencyUnavailable):
+        process_all(deps, msgs)
+    assert ledger.pdf_url_of(user) is None
+    assert services.batch_status(deps, report.batch_id)["processed"] == 0
+    # WHEN the message is redelivered (twice)
+    process_all(deps, msgs, times=2)
+    # THEN the file is linked once, counted once, and the only object is the linked one
+    row = files_by_name(deps, report.batch_id)["a.pdf"]
+    assert (row.outcome, row.attempts) == ("linked", 2)
+    assert objects(deps, "pdfs/") == [row.final_key]
+    assert ledger.pdf_url_of(user) == f"s3://{BUCKET}/{row.final_key}"
+    status = assert_counters_match_ledger(deps, report.batch_id)
+    assert (status["status"], status["processed"]) == ("COMPLETED", 1)
+
+
+def test_crash_after_link_before_counting_then_redelivery_counts_once(
+    deps: Deps, ledger: FakeLedger, progress: FakeProgress, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a worker that dies after the link committed, before Redis counted it
+    ledger.add_user("a@example.com")
+    report = stage(deps, [("a.pdf", resume("A", "a@example.com")), ("b.pdf", text_pdf("none"))])
+    msgs = sorted(receive_all(deps), key=lambda m: m["index"])
+    monkeypatch.setattr(progress, "count", fail_once(progress.count, DependencyUnavailable("redis")))
+    with pytest.raises(DependencyUnavailable):
+        process_all(deps, msgs[:1])
+    assert files_by_name(deps, report.batch_id)["a.pdf"].outcome == "linked"
+    assert services.batch_status(deps, report.batch_id)["processed"] == 0
+    # WHEN every message arrives, the crashed one twice
+    process_all(deps, msgs + msgs[:1])
+    # THEN the linked file is counted exactly once and the batch completes
+    status = assert_counters_match_ledger(deps, report.batch_id)
+    assert (status["status"], status["processed"], status["linked"]) == ("COMPLETED", 2, 1)
+
+
+def test_progress_expiring_mid_batch_is_rebuilt_and_never_goes_backwards(
+    deps: Deps, progress: FakeProgress
+) -> None:
+    # GIVEN a batch half processed, then its Redis progress expires
+    report = stage(deps, [(f"{i}.pdf", text_pdf(f"file {i}")) for i in range(6)])
+    msgs = receive_all(deps)
+    seen = [services.batch_status(deps, report.batch_id)]
+    for body in msgs[:3]:
+        services.process_file(deps, FileTask.from_message(body))
+        seen.append(services.batch_status(deps, report.batch_id))
+    progress.expire(report.batch_id)
+    # WHEN status is asked meanwhile THEN the ledger answers with the same progress
+    from_ledger = services.batch_status(deps, report.batch_id)
+    seen.append(from_ledger)
+    assert (from_ledger["source"], from_ledger["status"], from_ledger["processed"]) == (
+        "ledger",
+        "PROCESSING",
+        3,
+    )
+    # WHEN the rest arrive (with a late duplicate) THEN the hash is rebuilt and counts are exact
+    for body in msgs[2:]:
+        services.process_file(deps, FileTask.from_message(body))
+        seen.append(services.batch_status(deps, report.batch_id))
+    status = assert_counters_match_ledger(deps, report.batch_id)
+    assert (status["status"], status["processed"], status["source"]) == ("COMPLETED", 6, "live")
+    assert [s["processed"] for s in seen] == sorted(s["processed"] for s in seen)
+    assert [RANK[s["status"]] for s in seen] == sorted(RANK[s["status"]] for s in seen)
+
+
+def test_given_up_file_is_failed_gave_up_and_its_batch_finishes(deps: Deps) -> None:
+    # GIVEN a batch whose second file kept failing
+    report = stage(deps, [("a.pdf", text_pdf("x")), ("b.pdf", text_pdf("y"))])
+    first, second = sorted(receive_all(deps), key=lambda m: m["index"])
+    process_all(deps, [first])
+    # WHEN its last delivery gives up (and the first is given up late, after it was recorded)
+    services.give_up(deps, FileTask.from_message(second))
+    services.give_up(deps, FileTask.from_message(first))
+    # THEN it is failed/gave_up, the first keeps its outcome, and the batch completes counted once
+    rows = files_by_name(deps, report.batch_id)
+    assert (rows["b.pdf"].outcome, rows["b.pdf"].reason) == ("failed", "gave_up")
+    assert rows["a.pdf"].reason == "no_email"
+    status = assert_counters_match_ledger(deps, report.batch_id)
+    assert (status["status"], status["processed"]) == ("COMPLETED", 2)
+
+
+def test_missing_staged_object_is_failed_missing_object(deps: Deps) -> None:
+    report = stage(deps, [("a.pdf", text_pdf("x"))])
+    msgs = receive_all(deps)
+    deps.store.delete(BUCKET, msgs[0]["key"])
+    process_all(deps, msgs)
+    row = files_by_name(deps, report.batch_id)["a.pdf"]
+    assert (row.outcome, row.reason) == ("failed", "missing_object")
+
+
+def test_message_without_a_ledger_row_is_dropped(deps: Deps) -> None:
+    task = FileTask("c" * 32, 0, staging_key("c" * 32, 0), BUCKET)
+    assert services.process_file(deps, task) is None
+    assert services.give_up(deps, task) is None
+
+
+# --- status and listing ------------------------------------------------------------------------
+
+
+def test_status_while_processing_has_percent_reasons_and_eta(deps: Deps, clock: FakeClock) -> None:
+    # GIVEN four files, two processed two seconds apart
+    report = stage(deps, [(f"{i}.pdf", text_pdf("none")) for i in range(3)] + [("x.pdf", b"junk")])
+    msgs = sorted(receive_all(deps), key=lambda m: m["index"])
+    process_all(deps, msgs[:1])
+    clock.advance(2)
+    process_all(deps, msgs[3:])
+    # WHEN status is asked
+    body = services.batch_status(deps, report.batch_id)
+    # THEN it shows progress, reasons and a rate-based ETA
+    assert {k: body[k] for k in ("status", "totalFiles", "processed", "percent", "failed")} == {
+        "status": "PROCESSING",
+        "totalFiles": 4,
+        "processed": 2,
+        "percent": 50.0,
+        "failed": 1,
+    }
+    assert body["reasons"] == {"no_email": 1, "malformed_pdf": 1}
+    assert (body["filesPerSecond"], body["etaSeconds"]) == (0.5, 4.0)
+    assert body["completedAt"] is None and "reason" not in body
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", body["createdAt"])
+    # and once everything is done: 100 %, no ETA, a completion time
+    process_all(deps, msgs[1:3])
+    done = services.batch_status(deps, report.batch_id)
+    assert (done["status"], done["percent"], done["processed"]) == ("COMPLETED", 100.0, 4)
+    assert "etaSeconds" not in done and done["completedAt"] is not None
+
+
+def test_status_of_a_finished_batch_answers_from_the_ledger_after_expiry(
+    deps: Deps, progress: FakeProgress
+) -> None:
+    report = stage(deps, [("a.pdf", text_pdf("x")), ("b.pdf", b"junk")])
+    drain(deps)
+    live = services.batch_status(deps, report.batch_id)
+    progress.expire(report.batch_id)
+    stored = services.batch_status(deps, report.batch_id)
+    assert stored["source"] == "ledger"
+    for field in ("status", "totalFiles", "processed", "percent", "failed", "reasons", "ignored"):
+        assert stored[field] == live[field], field
+
+
+@pytest.mark.parametrize("batch_id", ["0" * 32, "A" * 32, "../../etc/passwd", "abc", ""])
+def test_unknown_or_malformed_batch_id_is_not_found(deps: Deps, batch_id: str) -> None:
+    with pytest.raises(NotFound):
+        services.batch_status(deps, batch_id)
+    with pytest.raises(NotFound):
+        services.list_files(deps, batch_id)
+
+
+def test_files_are_paginated_in_entry_order_and_filtered(deps: Deps) -> None:
+    # GIVEN five entries, one of them ignored, two processed
+    names = ["a.pdf", "b.pdf", "notes.txt", "c.pdf", "d.pdf"]
+    report = stage(deps, [(n, text_pdf("none") if n != "b.pdf" else b"junk") for n in names])
+    msgs = sorted(receive_all(deps), key=lambda m: m["index"])
+    process_all(deps, msgs[:2])
+    batch_id = report.batch_id
+    # WHEN pages of two are read THEN every entry comes once, in order, and the last has no cursor
+    pages, cursor = [], None
+    while True:
+        page = services.list_files(deps, batch_id, cursor=cursor, limit=2)
+        pages.append([i["name"] for i in page["items"]])
+        cursor = page["nextCursor"]
+        if cursor is None:
+            break
+    assert pages == [["a.pdf", "b.pdf"], ["notes.txt", "c.pdf"], ["d.pdf"]]
+
+    # and filters pick the right entries
+    def names_of(outcome: str) -> list[str]:
+        return [i["name"] for i in services.list_files(deps, batch_id, outcome=outcome)["items"]]
+
+    assert names_of("not_linked") == ["a.pdf", "b.pdf"]
+    assert names_of("failed") == ["b.pdf"]
+    assert names_of("pending") == ["c.pdf", "d.pdf"]
+    assert names_of("ignored") == ["notes.txt"]
+    assert names_of("linked") == []
+    item = services.list_files(deps, batch_id, limit=1)["items"][0]
+    assert (item["outcome"], item["reason"], item["kind"], item["attempts"]) == (
+        "skipped_no_match",
+        "no_email",
+        "pdf",
+        1,
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"outcome": "deleted"}, "outcome must be one of"), ({"cursor": "abc"}, "bad cursor")],
+)
+def test_bad_file_listing_parameters_are_invalid_input(
+    deps: Deps, kwargs: dict[str, Any], message: str
+) -> None:
+    report = stage(deps, [("a.pdf", text_pdf("x"))])
+    with pytest.raises(InvalidInput, match=message):
+        services.list_files(deps, report.batch_id, **kwargs)
+
+
+def test_file_listing_limit_is_clamped_between_1_and_1000(
+    deps: Deps, ledger: FakeLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    report = stage(deps, [(f"{i}.pdf", text_pdf("x")) for i in range(3)])
+    asked: list[int] = []
+    real = ledger.list_files
+
+    def spy(batch_id: str, after: int, limit: int, outcome: str | None = None) -> list[FileRow]:
+        asked.append(limit)
+        return real(batch_id, after, limit, outcome)
+
+    monkeypatch.setattr(ledger, "list_files", spy)
+    assert len(services.list_files(deps, report.batch_id, limit=0)["items"]) == 1
+    services.list_files(deps, report.batch_id, limit=10**6)
+    assert asked == [2, 1001]  # one more than the page, to know whether another page follows
+
+
+def test_created_batch_ids_are_32_hex_unique_and_pending(deps: Deps) -> None:
+    # WHEN batches are created through the API
+    bodies = [services.create_batch(deps) for _ in range(20)]
+    # THEN ids are 32 lowercase hex, unique, each with a presigned POST for its own key
+    ids = [b["batchId"] for b in bodies]
+    assert all(re.fullmatch(r"[0-9a-f]{32}", i) for i in ids) and len(set(ids)) == 20
+    assert all(b["upload"]["fields"]["key"] == f"uploads/{b['batchId']}.zip" == b["key"] for b in bodies)
+    status = services.batch_status(deps, ids[0])
+    assert (status["status"], status["totalFiles"], status["percent"]) == ("PENDING", None, 0.0)
