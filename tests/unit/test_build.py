@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pdfbatch.ops.build import FUNCTIONS, BuildError, build, project_root, runtime_dependencies
+from pdfbatch.ops.localstack import find_python313
 
 REPO = project_root()
 # Shared with `python -m pdfbatch.ops.build` (gitignored): pip runs only when the dependency list changes.
@@ -120,20 +121,9 @@ def test_runtime_dependencies_leave_out_what_the_lambda_runtime_ships(tmp_path: 
     assert runtime_dependencies(pyproject) == ["pypdf", "redis>=5"]
 
 
-def _python313() -> str | None:
-    for candidate in [
-        shutil.which("python3.13"),
-        *sorted(Path("/root/.pyenv/versions").glob("3.13*/bin/python3.13")),
-    ]:
-        if candidate and subprocess.run([str(candidate), "-c", "pass"], capture_output=True).returncode == 0:
-            return str(candidate)
-    return None
-
-
 def test_dependencies_import_on_cpython_3_13(first_build: dict[str, Path], tmp_path: Path) -> None:
-    python = _python313()
-    if python is None:
-        pytest.skip("no CPython 3.13 on this machine")
+    # The project needs CPython 3.13 (LocalStack and the Lambda runtime): find it as `stack up` does.
+    python = find_python313()
     with zipfile.ZipFile(first_build["process_pdf"]) as zf:
         zf.extractall(tmp_path)
     code = (

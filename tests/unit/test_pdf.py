@@ -44,12 +44,12 @@ def lenient_text(data: bytes) -> str:
             texts.append(doc[0].get_textpage().get_text_bounded())
         finally:
             doc.close()
-    except pdfium.PdfiumError:
-        pass
+    except pdfium.PdfiumError as exc:
+        texts.append(f"<pdfium could not read it: {type(exc).__name__}>")
     try:
         texts.append(pypdf.PdfReader(io.BytesIO(data), strict=False).pages[0].extract_text())
-    except pypdf.errors.PyPdfError:
-        pass
+    except pypdf.errors.PyPdfError as exc:
+        texts.append(f"<pypdf could not read it: {type(exc).__name__}>")
     return " ".join(texts)
 
 

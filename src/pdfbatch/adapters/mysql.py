@@ -14,6 +14,7 @@ import pymysql.cursors
 
 from pdfbatch.config import MysqlParams, UsersTable, parse_mysql_url
 from pdfbatch.errors import DependencyUnavailable
+from pdfbatch.logs import logger
 from pdfbatch.model import COUNTED_OUTCOMES, FINAL_STATUSES, FileResult
 from pdfbatch.ports import BatchRow, FileRow, NewEntry, UserRow
 
@@ -135,8 +136,9 @@ class MysqlClient:
             if self._conn is not None:
                 try:
                     self._conn.close()
-                except pymysql.err.Error:  # already closed by the server
-                    pass
+                except pymysql.err.Error as exc:
+                    # Closing a connection the server already dropped: nothing left to release.
+                    logger.debug("mysql connection was already closed", extra={"error": type(exc).__name__})
                 self._conn = None
 
     def ensure_schema(self) -> None:

@@ -156,8 +156,9 @@ def _peak_rss_mb() -> int:
             for line in status:
                 if line.startswith("VmHWM:"):
                     return int(line.split()[1]) // 1024
-    except OSError:
-        pass
+    except OSError as exc:
+        # No /proc (not Linux): report 0 MB rather than a wrong figure, and say why on stderr.
+        print(f"pdfbatch bootstrap: cannot read peak memory ({exc.__class__.__name__})", file=sys.stderr)
     return 0
 
 

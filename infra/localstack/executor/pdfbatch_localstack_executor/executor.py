@@ -197,7 +197,7 @@ class LocalRuntimeExecutor(RuntimeExecutor):
             else:
                 future.set_result(result)
         except InvalidStateError:
-            pass
+            LOG.debug("future already settled by the child's own answer; late result dropped")
 
     def _terminate(self, process: subprocess.Popen[bytes], grace: float = 0.0) -> None:
         """Signal the child's whole process group: SIGTERM first when given a grace period, then SIGKILL."""
@@ -215,8 +215,8 @@ class LocalRuntimeExecutor(RuntimeExecutor):
         # The group may outlive its leader (a handler's own subprocesses): make sure it is gone.
         try:
             os.killpg(process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        except (ProcessLookupError, PermissionError) as exc:
+            LOG.debug("process group %s already gone (%s)", process.pid, type(exc).__name__)
         if process.stdin is not None:
             process.stdin.close()
 
@@ -244,7 +244,7 @@ class LocalRuntimeExecutor(RuntimeExecutor):
         try:
             return future.result(timeout=max(timeout - (time.monotonic() - started), 0.0))
         except FutureTimeout:
-            pass
+            LOG.info("invocation %s exceeded its %.0f s timeout; killing it", self._request_id, timeout)
         with self._lock:
             process, self._process = self._process, None
         if process is not None:
