@@ -12,9 +12,6 @@ import pytest
 
 pytest_plugins = [p for p in ("plugins.localstack", "plugins.services") if importlib.util.find_spec(p)]
 
-# Tests never touch the demo stack's database or Redis db 0.
-TEST_MYSQL_ROOT = os.environ.get("PDFBATCH_TEST_MYSQL_ROOT_URL", "mysql://root@127.0.0.1:3306/test")
-TEST_REDIS_URL = os.environ.get("PDFBATCH_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 
 
 def pytest_configure(config: Any) -> None:

@@ -28,7 +28,6 @@ from pdfbatch.model import (
     COUNTED_OUTCOMES,
     FINAL_STATUSES,
     IGNORED,
-    REASON_OUTCOME,
     BatchStatus,
     FileResult,
     FileTask,
@@ -634,11 +633,6 @@ def iter_all_files(deps: Deps, batch_id: str, outcome: str | None = None) -> Ite
         if len(rows) < 1000:
             return
         after = rows[-1].index
-
-
-def reason_outcome(reason: str) -> str:
-    """The outcome a reason belongs to."""
-    return REASON_OUTCOME.get(reason, Outcome.FAILED)
 
 
 def _iso(ts: float | None) -> str | None:

@@ -44,14 +44,7 @@ def stack(localstack: str) -> Iterator[dict[str, Any]]:
     redis.Redis.from_url(REDIS_URL).flushdb()
     env = cli_env(localstack)
     # `pdfbatch stack up` is what operators run: it prepares MySQL and deploys (LocalStack already runs).
-    done = subprocess.run(
-        [sys.executable, "-m", "pdfbatch.cli", "stack", "up", "--json"],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    done = run_cli(env, "stack", "up", "--json")
     assert done.returncode == 0, done.stderr[-3000:]
     outputs = json.loads(done.stdout)
     conn = pymysql.connect(host="127.0.0.1", user="root", database=DB, autocommit=True, charset="utf8mb4")
@@ -63,6 +56,14 @@ def stack(localstack: str) -> Iterator[dict[str, Any]]:
         "api": ApiClient(outputs["LocalApiUrl"]),
     }
     conn.close()
+
+
+def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """Run `pdfbatch ARGS` as an operator would, capturing stdout and stderr."""
+    return subprocess.run(
+        [sys.executable, "-m", "pdfbatch.cli", *args], env=env, cwd=ROOT, capture_output=True, text=True,
+        timeout=900,
+    )
 
 
 def cli_env(endpoint: str) -> dict[str, str]:
@@ -146,14 +147,7 @@ def test_cli_upload_through_presigned_post_links_every_outcome(stack: dict[str, 
     path = tmp_path / "batch.zip"
     corpus.write_zip(path)
     # WHEN the operator runs `pdfbatch upload --wait --json`
-    done = subprocess.run(
-        [sys.executable, "-m", "pdfbatch.cli", "upload", str(path), "--wait", "--json"],
-        env=stack["env"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = run_cli(stack["env"], "upload", str(path), "--wait", "--json")
     # THEN stdout is exactly the final status JSON and every store agrees
     assert done.returncode == 0, done.stderr[-3000:]
     status = json.loads(done.stdout)

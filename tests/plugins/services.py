@@ -11,16 +11,13 @@ from typing import Any
 import pymysql
 import pytest
 
+from pdfbatch.cli import USERS_DDL as DEV_USERS_DDL
 from pdfbatch.config import Settings, parse_mysql_url
 
 TEST_MYSQL_ROOT = os.environ.get("PDFBATCH_TEST_MYSQL_ROOT_URL", "mysql://root@127.0.0.1:3306/test")
 TEST_REDIS_URL = os.environ.get("PDFBATCH_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 
-USERS_DDL = (
-    "CREATE TABLE IF NOT EXISTS users (id BIGINT AUTO_INCREMENT PRIMARY KEY, "
-    "email VARCHAR(320) NOT NULL UNIQUE, pdf_url VARCHAR(1024) NULL) "
-    "DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci"
-)
+USERS_DDL = DEV_USERS_DDL.format(table="users")  # the table `pdfbatch stack up` creates
 
 
 def _root_conn(database: str | None = None) -> Any:

@@ -61,6 +61,9 @@ SCHEMA = (
     """,
 )
 
+_SELECT_BATCH = "SELECT * FROM pdfbatch_batches WHERE batch_id = %s"
+_SELECT_FILE = "SELECT * FROM pdfbatch_files WHERE batch_id = %s AND entry_index = %s"
+
 # Connections unused for longer than this are pinged (and reconnected) before use.
 _STALE_AFTER_SECONDS = 10.0
 
@@ -248,7 +251,7 @@ class MysqlLedger:
                 "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
                 (batch_id, bucket, key, _key_hash(key), source, status, now, now),
             )
-            cur.execute("SELECT * FROM pdfbatch_batches WHERE batch_id = %s", (batch_id,))
+            cur.execute(_SELECT_BATCH, (batch_id,))
             row = cur.fetchone()
         assert row is not None
         return _batch(row)
@@ -256,7 +259,7 @@ class MysqlLedger:
     def get_batch(self, batch_id: str) -> BatchRow | None:
         """The batch row, or None."""
         with self.client.cursor() as cur:
-            cur.execute("SELECT * FROM pdfbatch_batches WHERE batch_id = %s", (batch_id,))
+            cur.execute(_SELECT_BATCH, (batch_id,))
             row = cur.fetchone()
         return _batch(row) if row else None
 
@@ -333,9 +336,7 @@ class MysqlLedger:
     def get_file(self, batch_id: str, index: int) -> FileRow | None:
         """One entry's row."""
         with self.client.cursor() as cur:
-            cur.execute(
-                "SELECT * FROM pdfbatch_files WHERE batch_id = %s AND entry_index = %s", (batch_id, index)
-            )
+            cur.execute(_SELECT_FILE, (batch_id, index))
             row = cur.fetchone()
         return _file(row) if row else None
 
@@ -378,9 +379,7 @@ class MysqlLedger:
         """Record ``result`` unless an outcome is already there; return the row as stored."""
         with self.client.cursor() as cur:
             cur.execute(self._record_sql(), self._record_args(batch_id, index, result))
-            cur.execute(
-                "SELECT * FROM pdfbatch_files WHERE batch_id = %s AND entry_index = %s", (batch_id, index)
-            )
+            cur.execute(_SELECT_FILE, (batch_id, index))
             row = cur.fetchone()
         if row is None:
             raise LookupError(f"no ledger row for batch entry {index}")

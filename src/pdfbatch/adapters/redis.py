@@ -27,6 +27,10 @@ local function complete_if_done(key, now)
   end
   return st
 end
+local function new_counters(key, now)
+  redis.call('HSET', key, 'processed', 0, 'linked', 0, 'skipped_no_match', 0,
+             'skipped_already_exists', 0, 'failed', 0, 'unpacked', 0, 'createdAt', now, 'updatedAt', now)
+end
 local function touch(ttl)
   redis.call('EXPIRE', KEYS[1], ttl)
   if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('EXPIRE', KEYS[2], ttl) end
@@ -38,9 +42,8 @@ _INIT = (
     _COMPLETE_IF_DONE
     + """
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('HSET', KEYS[1], 'status', ARGV[1], 'processed', 0, 'linked', 0, 'skipped_no_match', 0,
-             'skipped_already_exists', 0, 'failed', 0, 'unpacked', 0, 'createdAt', ARGV[3],
-             'updatedAt', ARGV[3], 'ignored', ARGV[5])
+  new_counters(KEYS[1], ARGV[3])
+  redis.call('HSET', KEYS[1], 'status', ARGV[1], 'ignored', ARGV[5])
   if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], 'totalFiles', ARGV[2]) end
 else
   local st = redis.call('HGET', KEYS[1], 'status')
@@ -98,8 +101,7 @@ _FAIL = (
 local st = redis.call('HGET', KEYS[1], 'status')
 if st ~= 'COMPLETED' and st ~= 'FAILED' then
   if not st then
-    redis.call('HSET', KEYS[1], 'processed', 0, 'linked', 0, 'skipped_no_match', 0,
-               'skipped_already_exists', 0, 'failed', 0, 'unpacked', 0, 'createdAt', ARGV[2])
+    new_counters(KEYS[1], ARGV[2])
   end
   redis.call('HSET', KEYS[1], 'status', 'FAILED', 'reason', ARGV[1], 'completedAt', ARGV[2],
              'updatedAt', ARGV[2])
