@@ -1,8 +1,4 @@
-"""End to end on LocalStack: deploy the stack, upload ZIPs the two ways operators do, check every store.
-
-The stack under test is its own (`pdfbatch-e2e`, database `pdfbatch_e2e`, Redis db 14), so a demo
-stack running on the same LocalStack is left alone.
-"""
+"""End to end on LocalStack: deploy the stack, upload ZIPs the two ways operators do, check every store."""
 
 from __future__ import annotations
 
@@ -13,72 +9,18 @@ import sys
 import time
 import zipfile
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pymysql
 import pytest
 import redis
 
+from fixtures.stack import REDIS_URL, run_cli
 from pdfbatch.adapters.redis import progress_key
 from pdfbatch.ops import samples
 from pdfbatch.ops.api import ApiClient
 
 pytestmark = pytest.mark.e2e
-
-ROOT = Path(__file__).resolve().parents[2]
-STACK = "pdfbatch-e2e"
-DB = "pdfbatch_e2e"
-MYSQL_URL = f"mysql://root@127.0.0.1:3306/{DB}"
-REDIS_URL = "redis://127.0.0.1:6379/14"
-
-
-@pytest.fixture(scope="session")
-def stack(localstack: str) -> Iterator[dict[str, Any]]:
-    """The e2e stack deployed to LocalStack (fresh database and Redis db)."""
-    conn = pymysql.connect(host="127.0.0.1", user="root", autocommit=True)
-    with conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS `{DB}`")
-    conn.close()
-    redis.Redis.from_url(REDIS_URL).flushdb()
-    env = cli_env(localstack)
-    # `pdfbatch stack up` is what operators run: it prepares MySQL and deploys (LocalStack already runs).
-    done = run_cli(env, "stack", "up", "--json")
-    assert done.returncode == 0, done.stderr[-3000:]
-    outputs = json.loads(done.stdout)
-    conn = pymysql.connect(host="127.0.0.1", user="root", database=DB, autocommit=True, charset="utf8mb4")
-    yield {
-        "outputs": outputs,
-        "env": env,
-        "db": conn,
-        "endpoint": localstack,
-        "api": ApiClient(outputs["LocalApiUrl"]),
-    }
-    conn.close()
-
-
-def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """Run `pdfbatch ARGS` as an operator would, capturing stdout and stderr."""
-    return subprocess.run(
-        [sys.executable, "-m", "pdfbatch.cli", *args], env=env, cwd=ROOT, capture_output=True, text=True,
-        timeout=900,
-    )
-
-
-def cli_env(endpoint: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        AWS_ENDPOINT_URL=endpoint,
-        AWS_ACCESS_KEY_ID="test",
-        AWS_SECRET_ACCESS_KEY="test",
-        AWS_DEFAULT_REGION="us-east-1",
-        PDFBATCH_STACK_NAME=STACK,
-        PDFBATCH_MYSQL_URL=MYSQL_URL,
-        PDFBATCH_REDIS_URL=REDIS_URL,
-    )
-    env.pop("PDFBATCH_API_URL", None)
-    return env
 
 
 def seed(conn: Any, corpus: samples.Corpus) -> None:
