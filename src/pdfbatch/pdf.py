@@ -9,16 +9,25 @@ pdfium is not thread-safe: call this module from one thread per process (one Lam
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import faulthandler
+import gc
 import io
+import json
 import logging
+import multiprocessing
+import os
 import re
+import resource
+import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from multiprocessing.connection import Connection
+from typing import Generic, NoReturn, Protocol, TypeVar
 from urllib.parse import unquote
 
 import pypdf
@@ -26,7 +35,7 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 from pypdf.generic import DictionaryObject
 
-from pdfbatch.errors import EncryptedPdf, MalformedPdf, PdfTimeout
+from pdfbatch.errors import EncryptedPdf, MalformedPdf, PdfRejected, PdfTimeout
 from pdfbatch.model import Reason
 
 T = TypeVar("T")
@@ -260,7 +269,7 @@ Lookup = Callable[[Sequence[str]], Mapping[str, T]]
 
 # PDFium is not thread-safe: every call into it from this process goes through this lock. A Lambda
 # execution environment runs one invocation at a time, so it only matters for threaded callers
-# (tests, benchmarks); lookups run outside it.
+# (tests, benchmarks); lookups run outside it. Forks happen under it too (see _Child).
 PDFIUM_LOCK = threading.RLock()
 
 
@@ -271,21 +280,30 @@ def scan(
     max_pages: int,
     budget_seconds: float,
     clock: Callable[[], float] = time.monotonic,
+    isolate: bool = True,
 ) -> Scan[T]:
     """Validate ``data``, then read pages until the first candidate email that ``lookup`` knows.
 
     ``lookup`` is called once per page that brings new candidates, with those candidates in document
     order; it returns the known ones (keys compared lowercased). The first known candidate in document
-    order wins. Raises MalformedPdf, EncryptedPdf, or PdfTimeout when extraction (lookups excluded)
-    exceeds ``budget_seconds`` between two pages.
+    order wins. Raises MalformedPdf, EncryptedPdf, or PdfTimeout when validation and extraction
+    (lookups excluded) exceed ``budget_seconds``.
+
+    With ``isolate`` (the default, where ``os.fork`` exists) the parsing runs in a forked child that
+    streams each page's candidates back, so the budget holds even inside one page that pdfium or pypdf
+    never finishes, and a parser crash costs the child, not this process. The lookups stay here (the
+    child touches no inherited connection); the child is killed at the first match or when the budget
+    is spent. Without it, the budget is checked between pages only.
     """
     started = clock()
-    info = validate(data)
-    validate_seconds = clock() - started
     lookup_seconds = 0.0
+    validate_seconds = 0.0
     seen: set[str] = set()
     any_text = False
     pages_read = 0
+
+    def left() -> float:
+        return budget_seconds - (clock() - started - lookup_seconds)
 
     def result(reason: Reason, email: str | None = None, match: T | None = None) -> Scan[T]:
         return Scan(
@@ -299,22 +317,25 @@ def scan(
             validate_seconds=validate_seconds,
         )
 
-    with PDFIUM_LOCK:
-        doc = _open_pdfium(data)
+    source: _Source = _Child(data, max_pages) if isolate and _CAN_FORK else _InProcess(data, max_pages)
     try:
-        with PDFIUM_LOCK:
-            n_pages = min(len(doc), max_pages)
-        for index in range(n_pages):
-            # A single pathological page (a huge content stream, a deep form XObject nest) cannot be
-            # interrupted here: only the Lambda timeout, or a subprocess, bounds one page's extraction.
-            if clock() - started - lookup_seconds > budget_seconds:
+        first = source.next(left())
+        if not isinstance(first, PdfInfo):
+            raise RuntimeError("PDF reader sent a page before the document")
+        info = first
+        validate_seconds = clock() - started
+        while True:
+            remaining = left()
+            if remaining <= 0:
                 raise PdfTimeout(f"budget of {budget_seconds}s spent after {pages_read} pages")
-            with PDFIUM_LOCK:
-                text, links = _page_text(doc, index)
+            page = source.next(remaining)
+            if page is None:
+                break
+            if not isinstance(page, _Page):
+                raise RuntimeError("PDF reader sent the document twice")
             pages_read += 1
-            any_text = any_text or bool(text.strip())
-            fresh = [e for e in find_emails(text) + links if e not in seen]
-            fresh = list(dict.fromkeys(fresh))[:MAX_CANDIDATES_PER_PAGE]
+            any_text = any_text or page.has_text
+            fresh = [e for e in page.candidates if e not in seen]
             if not fresh:
                 continue
             seen.update(fresh)
@@ -326,11 +347,221 @@ def scan(
                 if email in known:
                     return result(Reason.MATCHED, email, _get_lower(found, email))
     finally:
-        with PDFIUM_LOCK:
-            doc.close()
+        source.close()
     if seen:
         return result(Reason.NO_USER)
     return result(Reason.NO_EMAIL if any_text else Reason.NO_TEXT_LAYER)
+
+
+@dataclass(frozen=True)
+class _Page:
+    """What one page offers the matcher: its candidate emails not seen on earlier pages, and whether
+    it holds any text at all."""
+
+    candidates: list[str]
+    has_text: bool
+
+
+def _read(data: bytes, max_pages: int) -> Generator[PdfInfo | _Page, None, None]:
+    """Validate ``data``, then yield each page's candidates: every step that parses untrusted bytes."""
+    yield validate(data)
+    seen: set[str] = set()
+    with PDFIUM_LOCK:
+        doc = _open_pdfium(data)
+    try:
+        with PDFIUM_LOCK:
+            n_pages = min(len(doc), max_pages)
+        for index in range(n_pages):
+            with PDFIUM_LOCK:
+                text, links = _page_text(doc, index)
+            fresh = [e for e in dict.fromkeys(find_emails(text) + links) if e not in seen]
+            fresh = fresh[:MAX_CANDIDATES_PER_PAGE]
+            seen.update(fresh)
+            yield _Page(fresh, bool(text.strip()))
+    finally:
+        with PDFIUM_LOCK:
+            doc.close()
+
+
+class _Source(Protocol):
+    """Where scan() gets the document and then its pages from; None after the last page."""
+
+    def next(self, timeout: float) -> PdfInfo | _Page | None: ...
+
+    def close(self) -> None: ...
+
+
+class _InProcess:
+    """The pages read in this process: ``timeout`` cannot interrupt a page."""
+
+    def __init__(self, data: bytes, max_pages: int) -> None:
+        self._events = _read(data, max_pages)
+
+    def next(self, timeout: float) -> PdfInfo | _Page | None:
+        return next(self._events, None)
+
+    def close(self) -> None:
+        self._events.close()  # closes the pdfium document
+
+
+_CAN_FORK = hasattr(os, "fork")
+# What the child may allocate beyond what it inherits: text extraction needs tens of MiB, while a page
+# of nested form XObjects makes pdfium grow by hundreds of MiB a second (the memory runs out long before
+# the time budget does). Sized for the 1 GiB process_pdf function: parent, PDF and child fit in it.
+CHILD_MEMORY_BYTES = 512 * 1024 * 1024
+_REJECTIONS: dict[str, type[PdfRejected]] = {"malformed_pdf": MalformedPdf, "encrypted": EncryptedPdf}
+# Children that were told to go (or went) but were not reaped yet: reaped without waiting on the next
+# fork, so no scan pays for a child's exit. A zombie holds no memory.
+_unreaped: list[int] = []
+_unreaped_lock = threading.Lock()
+
+
+class _Child:
+    """The pages read by a forked child (no /dev/shm on Lambda: a pipe, no multiprocessing.Queue).
+
+    The child inherits ``data`` copy-on-write, sends one small JSON message per event and exits with
+    ``os._exit``, so it never runs the parent's finalisers, flushes its buffers or touches the
+    connections it inherited. It reads ahead while the parent looks candidates up; the parent kills
+    it once it has its answer or its budget is spent.
+    """
+
+    def __init__(self, data: bytes, max_pages: int) -> None:
+        # Under the lock no other thread is inside pdfium while the process is copied, and the child's
+        # only thread owns the (reentrant) lock; the writer is closed before another thread can fork,
+        # so only this child holds it and its death reads as end of file.
+        with PDFIUM_LOCK:
+            _warm_up()
+            _reap()
+            receiver, sender = multiprocessing.Pipe(duplex=False)
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the child; its work is observed through the pipe
+                receiver.close()
+                _child_main(sender, data, max_pages)
+            sender.close()
+        self._pid = pid
+        self._conn = receiver
+        self._reaped = False
+
+    def next(self, timeout: float) -> PdfInfo | _Page | None:
+        if not self._conn.poll(max(timeout, 0.0)):
+            raise PdfTimeout("budget spent inside one page or the structure check")
+        try:
+            message = json.loads(self._conn.recv_bytes())
+        except EOFError:
+            raise MalformedPdf(f"the PDF reader died ({self._exit_status()})") from None
+        kind = message[0]
+        if kind == "info":
+            return PdfInfo(page_count=message[1], encrypted=message[2], version=message[3])
+        if kind == "page":
+            return _Page(candidates=message[1], has_text=message[2])
+        if kind == "end":
+            return None
+        if kind == "rejected":
+            raise _REJECTIONS.get(message[1], MalformedPdf)(message[2])
+        raise RuntimeError(f"PDF reader failed with {message[1]}")
+
+    def close(self) -> None:
+        self._conn.close()
+        if self._reaped:
+            return  # its pid may belong to another process by now
+        # Unreaped, it exists (a zombie at least) unless some other code waited for any child.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self._pid, signal.SIGKILL)
+        with _unreaped_lock:
+            _unreaped.append(self._pid)
+
+    def _exit_status(self) -> str:
+        _, status = os.waitpid(self._pid, 0)
+        self._reaped = True
+        if os.WIFSIGNALED(status):
+            return f"signal {os.WTERMSIG(status)}"
+        return f"exit status {os.waitstatus_to_exitcode(status)}"
+
+
+def _reap() -> None:
+    """Collect the exit status of every finished child without waiting for the others."""
+    with _unreaped_lock:
+        for pid in list(_unreaped):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                done = pid  # reaped elsewhere (someone waited for any child)
+            if done:
+                _unreaped.remove(pid)
+
+
+def _minimal_pdf(line: str) -> bytes:
+    """A one-page PDF showing ``line`` in Helvetica (the standard font most text PDFs use)."""
+    stream = b"BT /F1 11 Tf 50 780 Td (" + line.encode("ascii") + b") Tj ET"
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Contents 4 0 R"
+        b" /Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)
+
+
+_warmed = False
+
+
+def _warm_up() -> None:
+    """Read one small PDF here, once: what pypdf and pdfium load on first use (modules, standard-font
+    tables) is then inherited by every child instead of being loaded again by each (~5 ms a file)."""
+    global _warmed
+    if not _warmed:
+        for _ in _read(_minimal_pdf("warm.up@example.com"), 1):
+            continue
+        _warmed = True
+
+
+def _cap_memory(headroom: int) -> None:
+    """Let this process allocate at most ``headroom`` more bytes (Linux counts heap and anonymous maps
+    in RLIMIT_DATA): past it malloc fails, so pdfium aborts and pypdf raises MemoryError in the child
+    instead of the whole execution environment running out of memory."""
+    try:
+        with open("/proc/self/status", "rb") as status:
+            used_kib = int(re.search(rb"VmData:\s+(\d+)", status.read()).group(1))  # type: ignore[union-attr]
+    except (OSError, AttributeError, ValueError):
+        return  # not Linux: no cap, the budget still bounds the child
+    limit = used_kib * 1024 + headroom
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+
+def _child_main(conn: Connection, data: bytes, max_pages: int) -> NoReturn:  # pragma: no cover
+    """The forked child: read, stream, exit. Never returns, never logs (the logging and stdout locks it
+    inherited may have been held by threads that did not survive the fork)."""
+    try:
+        gc.freeze()  # the collector never walks (so never copies) the objects inherited from the parent
+        logger.disabled = True
+        faulthandler.disable()  # a crash is reported by the parent (the signal), not dumped on stderr
+        _cap_memory(CHILD_MEMORY_BYTES)
+        for event in _read(data, max_pages):
+            if isinstance(event, PdfInfo):
+                message: list[object] = ["info", event.page_count, event.encrypted, event.version]
+            else:
+                message = ["page", event.candidates, event.has_text]
+            conn.send_bytes(json.dumps(message).encode())
+        conn.send_bytes(b'["end"]')
+    except PdfRejected as exc:
+        conn.send_bytes(json.dumps(["rejected", exc.reason, str(exc)]).encode())
+    except MemoryError:
+        conn.send_bytes(b'["rejected", "malformed_pdf", "the PDF reader ran out of memory"]')
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it as a failure
+        conn.send_bytes(json.dumps(["error", type(exc).__name__]).encode())
+    finally:
+        os._exit(0)
 
 
 def _get_lower(found: Mapping[str, T], email: str) -> T:

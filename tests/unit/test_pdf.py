@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import logging
+import os
+import signal
 import time
 from collections.abc import Mapping, Sequence
 
@@ -540,9 +542,9 @@ def test_pdfium_document_and_pages_are_closed_when_lookup_fails(monkeypatch: pyt
 
     monkeypatch.setattr(pdf, "_open_pdfium", spy_open)
     monkeypatch.setattr(pdfium.PdfDocument, "get_page", spy_get_page)
-    # WHEN scanned  THEN the error propagates
+    # WHEN scanned in this process  THEN the error propagates
     with pytest.raises(ConnectionError):
-        pdf.scan(pdfs.cached("resume"), down, max_pages=5, budget_seconds=5)
+        pdf.scan(pdfs.cached("resume"), down, max_pages=5, budget_seconds=5, isolate=False)
     # AND the document and every page handle were closed
     assert len(docs) == 1 and docs[0].raw is None
     assert len(pages) == 1 and pages[0].raw is None
@@ -586,6 +588,95 @@ def test_pypdf_warning_on_duplicate_key_is_observed_not_propagated() -> None:
     # THEN the warning was collected (as a template, without the key), and validation still accepts it
     assert seen and all("%(" in t for t in seen)
     assert pdf.validate(data).page_count == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# The budget and the forked reader
+# ---------------------------------------------------------------------------------------------
+
+
+def _children_gone(seconds: float = 10.0) -> bool:
+    """True once every child the scans left behind has exited and been reaped."""
+    deadline = time.monotonic() + seconds
+    while True:
+        pdf._reap()
+        if not pdf._unreaped or time.monotonic() > deadline:
+            return not pdf._unreaped
+        time.sleep(0.01)
+
+
+def test_page_that_never_finishes_is_stopped_at_the_budget_and_the_next_file_is_read() -> None:
+    # GIVEN a page pdfium needs hours for (one form drawn 100,000 times), showing a user's address
+    slow = pdfs.slow_page_pdf("alice.martin@example.com")
+    users = FakeUsers("alice.martin@example.com")
+    # WHEN scanned with a half-second budget
+    with pytest.raises(PdfTimeout):
+        pdf.scan(slow, users, max_pages=5, budget_seconds=0.5)
+    # THEN nothing was looked up, the reader inside that page was killed,
+    assert users.calls == []
+    assert _children_gone()
+    # AND the next file in the same process is read and matched as usual
+    result = pdf.scan(pdfs.cached("resume"), users, max_pages=5, budget_seconds=20)
+    assert (result.reason, result.email) == (Reason.MATCHED, "alice.martin@example.com")
+
+
+def test_page_that_eats_memory_fails_malformed_before_the_process_runs_out() -> None:
+    # GIVEN a 2 KB page of nested form XObjects that expands to 10**9 lines of text
+    bomb = pdfs.form_bomb_pdf("alice.martin@example.com")
+    # WHEN scanned with a budget far longer than the memory lasts
+    with pytest.raises(MalformedPdf, match="died"):
+        pdf.scan(bomb, FakeUsers("alice.martin@example.com"), max_pages=5, budget_seconds=120)
+    # THEN the reader hit its memory cap and died alone; this process reads the next file
+    result = pdf.scan(
+        pdfs.cached("resume"), FakeUsers("alice.martin@example.com"), max_pages=5, budget_seconds=20
+    )
+    assert result.reason == Reason.MATCHED
+
+
+def test_reader_crash_is_a_malformed_pdf_not_a_dead_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a reader that segfaults on the first page (as pdfium could on hostile input)
+    def crash(doc: pdfium.PdfDocument, index: int) -> tuple[str, list[str]]:
+        os.kill(os.getpid(), signal.SIGSEGV)
+        raise AssertionError("unreachable")
+
+    monkeypatch.setattr(pdf, "_page_text", crash)
+    # WHEN scanned  THEN the file is malformed and the signal is named
+    with pytest.raises(MalformedPdf, match="signal 11"):
+        pdf.scan(pdfs.cached("resume"), FakeUsers(), max_pages=5, budget_seconds=20)
+
+
+def test_reader_child_is_killed_when_the_lookup_fails() -> None:
+    # GIVEN a 100-page manual with an address on every page and a users table that goes down
+    data = pdfs.text_pdf([f"Contact: p{i}@example.com" for i in range(100)])
+
+    def down(candidates: Sequence[str]) -> Mapping[str, int]:
+        raise ConnectionError("users table unreachable")
+
+    # WHEN scanned  THEN the lookup's error propagates and no reader is left running
+    with pytest.raises(ConnectionError):
+        pdf.scan(data, down, max_pages=500, budget_seconds=20)
+    assert _children_gone()
+
+
+@pytest.mark.parametrize("isolate", [True, False], ids=["forked", "in-process"])
+def test_forked_and_in_process_readers_agree(isolate: bool) -> None:
+    # GIVEN documents covering every scan result
+    cases = {
+        "resume": (pdfs.cached("resume"), Reason.MATCHED),
+        "no_user": (pdfs.resume_pdf("C", "carl@nowhere.example"), Reason.NO_USER),
+        "no_email": (pdfs.text_pdf(["nothing here"]), Reason.NO_EMAIL),
+        "scan": (pdfs.image_only_pdf(), Reason.NO_TEXT_LAYER),
+    }
+    for data, reason in cases.values():
+        # WHEN scanned either way  THEN the reason and the pages read are the same
+        result = pdf.scan(
+            data, FakeUsers("alice.martin@example.com"), max_pages=5, budget_seconds=20, isolate=isolate
+        )
+        assert (result.reason, result.pages_read) == (reason, 1)
+    with pytest.raises(EncryptedPdf):
+        pdf.scan(pdfs.password_pdf(), FakeUsers(), max_pages=5, budget_seconds=20, isolate=isolate)
+    with pytest.raises(MalformedPdf):
+        pdf.scan(pdfs.truncated_pdf(), FakeUsers(), max_pages=5, budget_seconds=20, isolate=isolate)
 
 
 # ---------------------------------------------------------------------------------------------
