@@ -5,11 +5,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
 
-.PHONY: demo test lint unit integration e2e bench up down clean help
+.PHONY: demo test lint unit integration e2e bench cases up down clean help
 
 help:
 	@echo "make demo   - start the local stack, upload a sample ZIP, show progress and results"
 	@echo "make test   - lint, type-check and run every test (starts and stops LocalStack itself)"
+	@echo "make cases  - regenerate docs/CASES.md by running every bad-input case through the pipeline"
 	@echo "make bench  - the performance benchmark (writes bench/results/latest.md)"
 	@echo "make up / make down - start (and deploy) / stop the local stack"
 
@@ -37,6 +38,9 @@ integration: $(STAMP)
 
 e2e: $(STAMP)
 	$(BIN)/python -m pytest tests/e2e
+
+cases: $(STAMP)  ## docs/CASES.md from a run of every bad-input case through the real pipeline
+	PDFBATCH_WRITE_CASES=1 $(BIN)/python -m pytest -q tests/integration/test_cases.py
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -1,0 +1,80 @@
+"""Every case of tests/fixtures/cases.py as a test of its own (over fakes), and docs/CASES.md kept in step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import boto3
+import pytest
+
+from fakes import FakeClock, FakeLedger, FakeProgress
+from fixtures import cases
+from fixtures.pipeline import assert_counters_match_ledger
+from pdfbatch.adapters.s3 import S3Store
+from pdfbatch.adapters.sqs import SqsQueue
+from pdfbatch.config import Settings
+from pdfbatch.services import Deps
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "CASES.md"
+
+
+@pytest.fixture()
+def deps(moto_aws: None) -> Deps:
+    """FakeLedger (also the users table) and FakeProgress, moto S3 bucket and SQS queue."""
+    session = boto3.session.Session(region_name="us-east-1")
+    s3, sqs = session.client("s3"), session.client("sqs")
+    s3.create_bucket(Bucket="pdfbatch-cases")
+    queue_url = sqs.create_queue(QueueName="work")["QueueUrl"]
+    clock = FakeClock()
+    ledger = FakeLedger(clock)
+    return Deps(
+        settings=Settings(bucket="pdfbatch-cases", queue_url=queue_url, stage_workers=2),
+        store=S3Store(s3),
+        ledger=ledger,
+        users=ledger,
+        progress=FakeProgress(),
+        queue=SqsQueue(sqs, queue_url, sleep=lambda _: None),
+        clock=clock,
+    )
+
+
+@pytest.mark.parametrize("case", cases.ENTRY_CASES, ids=lambda c: c.name)
+def test_entry_case_ends_with_its_outcome_and_the_batch_goes_on(deps: Deps, case: cases.EntryCase) -> None:
+    # GIVEN a ZIP holding the case's entries followed by an ordinary résumé
+    assert isinstance(deps.ledger, FakeLedger)
+    # WHEN it is staged and every message processed
+    observed, status, _ = cases.run_entry_cases(deps, [case], deps.ledger.add_user)
+    # THEN each entry has the case's outcome, reason and link, the résumé after it is linked,
+    assert cases.mismatches(case, observed[case.name]) == []
+    assert observed["after_the_cases"][0].outcome == "linked"
+    # AND the batch completed with counters equal to the ledger
+    assert_counters_match_ledger(deps, status["batchId"])
+    assert status["status"] == "COMPLETED"
+
+
+@pytest.mark.parametrize("case", cases.ARCHIVE_CASES, ids=lambda c: c.name)
+def test_unreadable_upload_fails_the_batch_with_its_reason(deps: Deps, case: cases.ArchiveCase) -> None:
+    status = cases.run_archive_case(deps, case)
+    assert (status["status"], status["reason"], status["totalFiles"]) == ("FAILED", case.reason, None)
+
+
+def test_docs_cases_md_is_generated_from_this_registry() -> None:
+    # GIVEN what a passing pipeline run observes (tests/integration/test_cases.py checks it does)
+    expected = cases.render(cases.expected_entries(), cases.expected_archives())
+    # THEN docs/CASES.md is exactly its rendering
+    assert DOC.read_text(encoding="utf-8") == expected, "docs/CASES.md is out of date: run `make cases`"
+
+
+def test_every_outcome_of_the_registry_is_a_known_reason() -> None:
+    from pdfbatch.model import REASON_OUTCOME
+
+    for case in cases.ENTRY_CASES:
+        for entry in case.entries:
+            assert REASON_OUTCOME[entry.reason] == entry.outcome, (case.name, entry.name)
+
+
+def test_every_proof_names_a_test_that_exists() -> None:
+    tests = DOC.parents[1] / "tests"
+    for case in (*cases.ENTRY_CASES, *cases.ARCHIVE_CASES):
+        path, name = case.proof.split("::")
+        assert f"def {name}(" in (tests / path).read_text(encoding="utf-8"), case.name
