@@ -15,7 +15,7 @@ from typing import Any
 
 from pdfbatch.errors import ProgressMissing
 from pdfbatch.model import COUNTED_OUTCOMES, FINAL_STATUSES, FileResult
-from pdfbatch.ports import BatchRow, FileRow, NewEntry, UserRow
+from pdfbatch.ports import BatchRow, DoneFile, FileRow, NewEntry, UserRow
 
 _FINAL = ("COMPLETED", "FAILED")
 
@@ -244,6 +244,15 @@ class FakeLedger:
             return sorted(
                 i for (b, i), r in self.files.items() if b == batch_id and r.kind == "pdf" and r.outcome
             )
+
+    def done_files(self, batch_id: str) -> list[DoneFile]:
+        """PDF entries with an outcome, read under the one lock (a consistent snapshot)."""
+        with self._lock:
+            rows = [r for (b, _), r in self.files.items() if b == batch_id and r.kind == "pdf" and r.outcome]
+        return [
+            DoneFile(r.index, r.outcome or "", r.reason or "", r.finished_at)
+            for r in sorted(rows, key=lambda r: r.index)
+        ]
 
 
 class FakeProgress:

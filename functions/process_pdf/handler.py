@@ -35,6 +35,7 @@ def record_handler(record: SQSRecord) -> None:
         # recorded failed instead, so its batch still finishes.
         if receive_count < deps.settings.max_receive_count:
             logger.exception("file attempt failed; will be retried", extra={"receive_count": receive_count})
+            services.retry_later(deps, record.receipt_handle, receive_count)  # exponential backoff
             raise
         logger.exception("file failed on its last delivery", extra={"receive_count": receive_count})
         services.give_up(deps, task)

@@ -1,35 +1,84 @@
-"""unzip: S3 ObjectCreated on uploads/*.zip -> stage every PDF entry and queue one message per file."""
+"""unzip: S3 ObjectCreated on uploads/*.zip -> stage every PDF entry and queue one message per file.
+
+Its second trigger is the unzip DLQ (SQS): S3 events that failed every attempt arrive there as
+async-invocation records, and their batches end FAILED instead of staying PROCESSING forever.
+"""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import unquote_plus
 
-from aws_lambda_powertools.utilities.data_classes import S3Event, event_source
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes import S3Event
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from pdfbatch import services
 from pdfbatch.bootstrap import get_deps
 from pdfbatch.logs import logger
 
+processor = BatchProcessor(event_type=EventType.SQS)
 
-@logger.inject_lambda_context(clear_state=True)
-@event_source(data_class=S3Event)
-def handler(event: S3Event, context: LambdaContext) -> dict[str, Any]:
+
+def uploads(event: S3Event) -> list[services.Upload]:
+    """The uploads an S3 notification names (keys arrive URL-encoded)."""
+    out = []
+    for record in event.records:
+        obj = record.s3.get_object
+        out.append(
+            services.Upload(
+                bucket=record.s3.bucket.name,
+                key=unquote_plus(obj.key),
+                size=obj.get("size"),
+                sequencer=obj.sequencer,
+                version_id=obj.version_id,
+            )
+        )
+    return out
+
+
+def stage(event: S3Event) -> dict[str, Any]:
     """Stage each uploaded ZIP; errors a retry can fix propagate so S3's async retry runs it again."""
     deps = get_deps(need_queue=True)
     batches = []
-    for record in event.records:
-        obj = record.s3.get_object
-        upload = services.Upload(
-            bucket=record.s3.bucket.name,
-            key=unquote_plus(obj.key),  # event keys are URL-encoded
-            size=obj.get("size"),
-            sequencer=obj.sequencer,
-            version_id=obj.version_id,
-        )
+    for upload in uploads(event):
         report = services.stage_zip(deps, upload)
         batches.append(
             {"batchId": report.batch_id, "status": report.status, "totalFiles": report.total_files}
         )
     return {"batches": batches}
+
+
+def failed_event(record: SQSRecord) -> None:
+    """One unzip DLQ message (its requestPayload is the S3 event): the batch ends FAILED."""
+    deps = get_deps(need_queue=True)
+    try:
+        body = json.loads(record.body)
+        payload = body.get("requestPayload", body)  # a destination record, or the bare event
+        found = uploads(S3Event(payload)) if payload.get("Records") else []
+    except (ValueError, AttributeError, KeyError, TypeError):
+        found = []
+    if not found:
+        logger.error("unzip DLQ message with no S3 upload dropped", extra={"message_id": record.message_id})
+        return
+    error = (body.get("responsePayload") or {}).get("errorType") if isinstance(body, dict) else None
+    logger.warning("unzip gave up on an upload", extra={"error_type": error})
+    for upload in found:
+        services.abandon_upload(deps, upload)
+        logger.remove_keys(["batch_id"])
+
+
+@logger.inject_lambda_context(clear_state=True)
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """S3 events are staged; unzip DLQ messages (SQS) fail their batches, reporting partial failures."""
+    records = event.get("Records") or []
+    if records and records[0].get("eventSource") == "aws:sqs":
+        response: dict[str, Any] = dict(
+            process_partial_response(
+                event=event, record_handler=failed_event, processor=processor, context=context
+            )
+        )
+        return response
+    return stage(S3Event(event))

@@ -56,6 +56,8 @@ class Settings:
     max_receive_count: int = 5  # PDFBATCH_MAX_RECEIVE_COUNT: the queue's redrive maxReceiveCount
     stage_workers: int = 8  # PDFBATCH_STAGE_WORKERS: parallel staging uploads in unzip
     pdf_url_prefix: str = "s3://"  # PDFBATCH_PDF_URL_PREFIX: users.pdf_url = prefix + bucket/key
+    retry_base_seconds: int = 30  # PDFBATCH_RETRY_BASE_SECONDS: first backoff of a failed work message
+    retry_max_seconds: int = 900  # PDFBATCH_RETRY_MAX_SECONDS: backoff cap (doubling from the base)
     limits: Limits = field(default_factory=Limits)
     users: UsersTable = field(default_factory=UsersTable)
 
@@ -96,6 +98,8 @@ class Settings:
             max_receive_count=_int(e, "PDFBATCH_MAX_RECEIVE_COUNT", 5),
             stage_workers=_int(e, "PDFBATCH_STAGE_WORKERS", 8),
             pdf_url_prefix=e.get("PDFBATCH_PDF_URL_PREFIX", "s3://"),
+            retry_base_seconds=_int(e, "PDFBATCH_RETRY_BASE_SECONDS", 30),
+            retry_max_seconds=_int(e, "PDFBATCH_RETRY_MAX_SECONDS", 900),
             limits=limits,
             users=users,
         )

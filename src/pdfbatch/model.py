@@ -168,6 +168,7 @@ BATCH_REASON_TEXT: dict[str, str] = {
     "zip_too_large": "the ZIP is larger than the configured maximum",
     "too_many_entries": "the ZIP has more entries than the configured maximum",
     "zip_missing": "the uploaded ZIP was deleted before it could be read",
+    "unzip_failed": "unpacking the ZIP failed on every attempt (see the unzip function's logs)",
 }
 
 

@@ -58,6 +58,16 @@ class FileRow:
 
 
 @dataclass(frozen=True)
+class DoneFile:
+    """A PDF entry that has its outcome: what rebuilding the progress counters needs."""
+
+    index: int
+    outcome: str
+    reason: str
+    finished_at: float | None
+
+
+@dataclass(frozen=True)
 class NewEntry:
     """An entry to register in the ledger when a ZIP is unpacked."""
 
@@ -106,6 +116,10 @@ class WorkQueue(Protocol):
 
     def send_tasks(self, tasks: Sequence[FileTask]) -> None:
         """Send one message per task (SendMessageBatch, 10 per call); raise when any is not accepted."""
+        ...
+
+    def retry_later(self, receipt_handle: str, delay_seconds: int) -> None:
+        """Make a received message visible again only after ``delay_seconds`` (ChangeMessageVisibility)."""
         ...
 
 
@@ -180,6 +194,10 @@ class Ledger(Protocol):
 
     def done_indices(self, batch_id: str) -> list[int]:
         """Indices of PDF entries that already have an outcome."""
+        ...
+
+    def done_files(self, batch_id: str) -> list[DoneFile]:
+        """Every PDF entry with an outcome, read at one instant (counts and indices must agree)."""
         ...
 
 

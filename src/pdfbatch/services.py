@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import random
 import re
 import secrets
 import threading
@@ -17,6 +18,7 @@ from pdfbatch import archive, pdf
 from pdfbatch.config import Settings
 from pdfbatch.errors import (
     ArchiveRejected,
+    DependencyUnavailable,
     EntryRejected,
     InvalidInput,
     NotFound,
@@ -39,6 +41,7 @@ from pdfbatch.model import (
 )
 from pdfbatch.ports import FileRow, Ledger, NewEntry, ObjectStore, Progress, Users, WorkQueue
 
+UNZIP_FAILED = "unzip_failed"  # batch reason: its S3 event failed every unzip attempt (unzip DLQ)
 UPLOAD_KEY_RE = re.compile(r"^uploads/([0-9a-f]{32})\.zip$")
 # Staging uploads in flight are capped by bytes too, so memory stays flat whatever the entry sizes.
 STAGE_INFLIGHT_BYTES = 32 * 1024 * 1024
@@ -146,6 +149,12 @@ def stage_zip(deps: Deps, upload: Upload) -> StageReport:
     if batch.status in FINAL_STATUSES:
         logger.info("batch already final; duplicate notification ignored", extra={"status": batch.status})
         return StageReport(batch_id, batch.status, duplicate=True)
+    if batch.unpacked_at is not None and batch.total_files is not None:
+        # An earlier run staged and queued every entry: a duplicate (even one arriving after the ZIP
+        # was deleted) changes nothing. It only re-marks Redis, in case that run died just before.
+        status = _mark_unpacked(deps, batch_id, batch.total_files)
+        logger.info("batch already unpacked; duplicate notification ignored", extra={"status": status})
+        return StageReport(batch_id, status, total_files=batch.total_files, duplicate=True)
 
     try:
         size = upload.size if upload.size is not None else deps.store.head_size(upload.bucket, upload.key)
@@ -213,8 +222,9 @@ def stage_zip(deps: Deps, upload: Upload) -> StageReport:
                 report.staged += 1
         report.seconds["stage"] = time.monotonic() - t1
 
-    report.status = _mark_unpacked(deps, batch_id, plan.total_files)
+    # MySQL first: unpacked_at is what makes a later duplicate a no-op, and that no-op re-marks Redis.
     deps.ledger.mark_unpacked(batch_id)
+    report.status = _mark_unpacked(deps, batch_id, plan.total_files)
     report.seconds["total"] = time.monotonic() - t0
     logger.info(
         "zip unpacked",
@@ -374,6 +384,10 @@ def process_file(deps: Deps, task: FileTask) -> FileRow | None:
 
     user = scan.match
     if user.pdf_url:
+        if attempt > 1:
+            # An earlier delivery may have copied and died before linking, and another file linked
+            # this user meanwhile: that copy is ours to remove (its key is derived from user and content).
+            _drop_copy_unless_linked(deps, task.bucket, final_key(user.id, sha), user.pdf_url)
         result = FileResult(
             Outcome.SKIPPED_ALREADY_EXISTS, Reason.ALREADY_LINKED, user_id=user.id, sha256=sha, detail=timings
         )
@@ -400,12 +414,22 @@ def process_file(deps: Deps, task: FileTask) -> FileRow | None:
         return stored
     # Someone else linked this user (another file, or another delivery of this one). Remove our
     # copy unless it is the very object the user now points at (identical PDFs share a key).
-    if deps.users.pdf_url_of(user.id) != url:
-        deps.store.delete(task.bucket, key)
+    _drop_copy_unless_linked(deps, task.bucket, key, deps.users.pdf_url_of(user.id))
     result = FileResult(
         Outcome.SKIPPED_ALREADY_EXISTS, Reason.ALREADY_LINKED, user_id=user.id, sha256=sha, detail=timings
     )
     return _finish(deps, task, result)
+
+
+def _drop_copy_unless_linked(deps: Deps, bucket: str, key: str, current_url: str | None) -> None:
+    """Delete our copy at ``key`` unless the user's pdf_url points at it.
+
+    Safe against a concurrent link: only called once the user has a pdf_url, and pdfbatch only links
+    users whose pdf_url is empty, so no one can link ``key`` afterwards.
+    """
+    if current_url != deps.settings.pdf_url(key):
+        deps.store.delete(bucket, key)
+        logger.info("unlinked copy removed")
 
 
 def _finish(deps: Deps, task: FileTask, result: FileResult) -> FileRow:
@@ -424,6 +448,58 @@ def give_up(deps: Deps, task: FileTask, reason: str = Reason.GAVE_UP) -> FileRow
     _count(deps, stored)
     logger.error("file given up after repeated failures", extra={"outcome": stored.outcome})
     return stored
+
+
+def retry_delay(settings: Settings, receive_count: int, rng: Callable[[], float] = random.random) -> int:
+    """Seconds before a failed message is seen again: doubling per receive from the base, capped.
+
+    Equal jitter (half fixed, half random): messages that failed together (MySQL down) come back
+    spread out, and never sooner than half the step, so an outage is waited out rather than hammered.
+    """
+    doublings = min(max(receive_count - 1, 0), 30)
+    ceiling = min(settings.retry_max_seconds, settings.retry_base_seconds * 2**doublings)
+    return int(ceiling / 2 + rng() * ceiling / 2)
+
+
+def retry_later(
+    deps: Deps, receipt_handle: str, receive_count: int, rng: Callable[[], float] = random.random
+) -> int | None:
+    """Back off a failed work message (ChangeMessageVisibility); return the delay, None if not applied."""
+    if deps.queue is None:
+        logger.warning("no work queue configured (PDFBATCH_QUEUE_URL); retry without backoff")
+        return None
+    delay = retry_delay(deps.settings, receive_count, rng)
+    try:
+        deps.queue.retry_later(receipt_handle, delay)
+    except DependencyUnavailable as exc:
+        # The message still comes back, after the queue's visibility timeout instead.
+        logger.warning("backoff not applied", extra={"dependency": exc.dependency, "error": str(exc)})
+        return None
+    logger.info("message will be retried", extra={"delay_seconds": delay, "receive_count": receive_count})
+    return delay
+
+
+def abandon_upload(deps: Deps, upload: Upload, reason: str = UNZIP_FAILED) -> str:
+    """unzip gave up on an upload (its event reached the unzip DLQ): the batch ends FAILED with ``reason``.
+
+    The batch row is created if unzip died before creating it. A batch already final, or one an
+    earlier run unpacked completely (its workers finish it), is left as it is. Returns the status.
+    """
+    batch_id, source = batch_identity(upload.bucket, upload.key, upload.sequencer, upload.version_id)
+    logger.append_keys(batch_id=batch_id)
+    batch = deps.ledger.create_batch(batch_id, upload.bucket, upload.key, source, BatchStatus.PROCESSING)
+    if batch.status in FINAL_STATUSES:
+        logger.info("failed unzip event for a finished batch ignored", extra={"status": batch.status})
+        return batch.status
+    if batch.unpacked_at is not None and batch.total_files is not None:
+        status = _mark_unpacked(deps, batch_id, batch.total_files)
+        logger.info("failed unzip event for an unpacked batch ignored", extra={"status": status})
+        return status
+    if deps.progress.get(batch_id) is None:
+        _rebuild_progress(deps, batch_id)  # so the live counters show what workers already did
+    fail_batch(deps, batch_id, reason)
+    logger.error("unzip gave up on this upload; batch failed", extra={"reason": reason})
+    return BatchStatus.FAILED
 
 
 def _record_and_count(deps: Deps, batch_id: str, index: int, result: FileResult) -> FileRow:
@@ -449,7 +525,14 @@ def _rebuild_progress(deps: Deps, batch_id: str) -> None:
     batch = deps.ledger.get_batch(batch_id)
     if batch is None:
         raise NotFound(batch_id)
-    counts = deps.ledger.outcome_counts(batch_id)
+    # One read for counts and indices: two reads would let a file recorded in between be in the done
+    # set but not in the counts, and its own count() would then never add it (the batch never ends).
+    done = deps.ledger.done_files(batch_id)
+    counts: dict[str, int] = {o: 0 for o in COUNTED_OUTCOMES}
+    for f in done:
+        counts[f.outcome] = counts.get(f.outcome, 0) + 1
+        counts[f"reason:{f.reason}"] = counts.get(f"reason:{f.reason}", 0) + 1
+    counts["processed"] = len(done)
     fields: dict[str, str | int | float] = {
         "status": batch.status if batch.status != BatchStatus.PENDING else BatchStatus.PROCESSING,
         "totalFiles": batch.total_files if batch.total_files is not None else -1,
@@ -459,12 +542,14 @@ def _rebuild_progress(deps: Deps, batch_id: str) -> None:
         "ignored": batch.ignored_files,
         "rebuiltAt": f"{deps.clock():.3f}",
     }
-    for name, value in counts.items():
-        if name != "ignored":
-            fields[name] = value
+    finished = [f.finished_at for f in done if f.finished_at]
+    if finished:
+        # The rate (and ETA) stays an average over the whole batch, not over the files since the rebuild.
+        fields["firstDoneAt"] = f"{min(finished):.3f}"
+    fields.update(counts)
     if batch.reason:
         fields["reason"] = batch.reason
-    rebuilt = deps.progress.rebuild(batch_id, fields, deps.ledger.done_indices(batch_id))
+    rebuilt = deps.progress.rebuild(batch_id, fields, [f.index for f in done])
     logger.warning("progress rebuilt from the ledger", extra={"rebuilt": rebuilt})
 
 

@@ -166,6 +166,8 @@ def ledger_script(side: LedgerSide, run: str) -> Transcript:
     call("counts", ledger.outcome_counts, b1)
     call("counts empty", ledger.outcome_counts, nope)
     call("done", lambda: sorted(ledger.done_indices(b1)))
+    call("done files", ledger.done_files, b1)
+    call("done files none", ledger.done_files, nope)
 
     # lifecycle
     tick(0.1)

@@ -132,14 +132,26 @@ def test_duplicate_s3_notification_reruns_the_same_batch_without_double_counting
     assert third.batch_id != first.batch_id
 
 
-def test_rerun_of_an_unfinished_batch_resends_only_what_is_not_done(deps: Any, db: Any) -> None:
-    # GIVEN an unzip run whose messages were partly processed (the function then died)
+def test_rerun_of_an_unfinished_batch_resends_only_what_is_not_done(
+    deps: Any, db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN an unzip run that died after queueing, before recording that unpacking finished,
+    # and whose messages were partly processed
     add_users(db, "a@example.com")
     data = make_zip(
         [(f"{i}.pdf", pdfs.resume_pdf("A", "a@example.com" if i == 0 else f"x{i}@x.org")) for i in range(5)]
     )
     up = upload(deps, data)
-    report = services.stage_zip(deps, up)
+    real_mark = deps.ledger.mark_unpacked
+
+    def dies(batch_id: str) -> None:
+        raise SystemExit(137)
+
+    monkeypatch.setattr(deps.ledger, "mark_unpacked", dies)
+    with pytest.raises(SystemExit):
+        services.stage_zip(deps, up)
+    monkeypatch.setattr(deps.ledger, "mark_unpacked", real_mark)
+    report = services.StageReport(services.batch_identity(up.bucket, up.key, up.sequencer, None)[0], "")
     msgs = receive_all(deps)
     for body in msgs[:2]:
         services.process_file(deps, FileTask.from_message(body))

@@ -414,10 +414,21 @@ def test_only_an_api_shaped_key_carries_its_own_batch_id(key: str, source: str) 
     assert (batch_id == "ab" * 16) == (source == "api")
 
 
-def test_rerun_of_an_unfinished_batch_resends_only_what_is_not_done(deps: Deps) -> None:
-    # GIVEN an unzip run whose messages were partly processed
+def unzip_dies_before_recording_unpacked(deps: Deps, up: services.Upload, monkeypatch: Any) -> str:
+    """Run unzip on ``up`` and let it die after queueing every message; return the batch id."""
+    dies = fail_once(deps.ledger.mark_unpacked, DependencyUnavailable("mysql"))
+    monkeypatch.setattr(deps.ledger, "mark_unpacked", dies)
+    with pytest.raises(DependencyUnavailable):
+        services.stage_zip(deps, up)
+    return services.batch_identity(up.bucket, up.key, up.sequencer, up.version_id)[0]
+
+
+def test_rerun_of_an_unfinished_batch_resends_only_what_is_not_done(
+    deps: Deps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN an unzip run that died at the end, and whose messages were partly processed
     up = upload(deps, make_zip([(f"{i}.pdf", text_pdf(f"file {i}")) for i in range(5)]))
-    report = services.stage_zip(deps, up)
+    report = services.StageReport(unzip_dies_before_recording_unpacked(deps, up, monkeypatch), "PROCESSING")
     msgs = receive_all(deps)
     process_all(deps, msgs[:2])
     # WHEN S3 retries the same event
@@ -432,11 +443,11 @@ def test_rerun_of_an_unfinished_batch_resends_only_what_is_not_done(deps: Deps) 
 
 
 def test_rerun_after_progress_expired_resumes_from_the_ledger_counts(
-    deps: Deps, progress: FakeProgress
+    deps: Deps, progress: FakeProgress, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # GIVEN a batch with two of five files done, whose Redis progress then expired
+    # GIVEN an unzip run that died at the end, two of five files done, and Redis progress expired
     up = upload(deps, make_zip([(f"{i}.pdf", text_pdf(f"file {i}")) for i in range(5)]))
-    report = services.stage_zip(deps, up)
+    report = services.StageReport(unzip_dies_before_recording_unpacked(deps, up, monkeypatch), "PROCESSING")
     msgs = receive_all(deps)
     process_all(deps, msgs[:2])
     progress.expire(report.batch_id)

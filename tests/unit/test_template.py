@@ -75,6 +75,17 @@ def events(template: dict[str, Any], type_: str) -> Iterator[tuple[str, dict[str
                 yield name, event["Properties"]
 
 
+def sqs_mapping(template: dict[str, Any], queue: str) -> tuple[str, dict[str, Any]]:
+    """(function, event properties) of the one SQS event source reading ``queue``."""
+    (found, *others) = [
+        (fn, props)
+        for fn, props in events(template, "SQS")
+        if props["Queue"] == {"Fn::GetAtt": [queue, "Arn"]}
+    ]
+    assert not others, queue
+    return found
+
+
 def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
@@ -172,6 +183,18 @@ def test_visibility_timeout_is_at_least_six_times_the_process_timeout(template: 
     assert visibility >= 6 * timeout
 
 
+def test_unzip_consumes_its_dead_letter_queue_so_no_batch_stays_processing(template: dict[str, Any]) -> None:
+    # GIVEN S3 events unzip failed on every attempt land in UnzipDeadLetterQueue
+    on_failure = function(template, "UnzipFunction")["EventInvokeConfig"]["DestinationConfig"]["OnFailure"]
+    assert on_failure["Destination"] == {"Fn::GetAtt": ["UnzipDeadLetterQueue", "Arn"]}
+    # THEN unzip reads that queue, and its visibility timeout covers unzip's timeout (an SQS event
+    # source requires it; a shorter one would redeliver a message while it is still being handled)
+    fn, _ = sqs_mapping(template, "UnzipDeadLetterQueue")
+    assert fn == "UnzipFunction"
+    visibility = template["Resources"]["UnzipDeadLetterQueue"]["Properties"]["VisibilityTimeout"]
+    assert number(template, visibility) >= number(template, function(template, fn)["Timeout"])
+
+
 def test_dead_letter_queues_keep_messages_fourteen_days(template: dict[str, Any]) -> None:
     for name in ("DeadLetterQueue", "UnzipDeadLetterQueue"):
         assert template["Resources"][name]["Properties"]["MessageRetentionPeriod"] == 1_209_600
@@ -180,7 +203,7 @@ def test_dead_letter_queues_keep_messages_fourteen_days(template: dict[str, Any]
 def test_process_timeout_covers_a_batch_at_the_default_extraction_budget(template: dict[str, Any]) -> None:
     from pdfbatch.config import Limits
 
-    (_, props), *_ = events(template, "SQS")
+    _, props = sqs_mapping(template, "WorkQueue")
     timeout = number(template, function(template, "ProcessPdfFunction")["Timeout"])
     assert timeout >= props["BatchSize"] * Limits.file_budget_seconds
 
@@ -212,8 +235,12 @@ def test_code_comes_from_the_artefact_parameters(template: dict[str, Any]) -> No
 
 
 def test_sqs_mapping_never_outruns_the_reserved_concurrency(template: dict[str, Any]) -> None:
-    (fn, props), *others = events(template, "SQS")
-    assert not others and fn == "ProcessPdfFunction"
+    fn, props = sqs_mapping(template, "WorkQueue")
+    assert fn == "ProcessPdfFunction"
+    assert {q for _, p in events(template, "SQS") for q in [p["Queue"]["Fn::GetAtt"][0]]} == {
+        "WorkQueue",
+        "UnzipDeadLetterQueue",
+    }
     maximum = number(template, props["ScalingConfig"]["MaximumConcurrency"])
     reserved = number(template, function(template, fn)["ReservedConcurrentExecutions"])
     assert maximum == 5
@@ -221,9 +248,9 @@ def test_sqs_mapping_never_outruns_the_reserved_concurrency(template: dict[str, 
 
 
 def test_sqs_mapping_reports_partial_batch_failures(template: dict[str, Any]) -> None:
-    (_, props), *_ = events(template, "SQS")
-    assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-    assert props["Queue"] == {"Fn::GetAtt": ["WorkQueue", "Arn"]}
+    for _, mapping in events(template, "SQS"):
+        assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    _, props = sqs_mapping(template, "WorkQueue")
     assert 1 <= props["BatchSize"] <= 10
     assert 0 <= props["MaximumBatchingWindowInSeconds"] <= 1
 
@@ -261,9 +288,10 @@ def test_functions_get_every_variable_they_need(template: dict[str, Any]) -> Non
     for props in functions(template).values():
         env = props["Environment"]["Variables"]
         assert {"PDFBATCH_BUCKET", "PDFBATCH_MYSQL_URL", "PDFBATCH_REDIS_URL"} <= set(env)
-    assert function(template, "UnzipFunction")["Environment"]["Variables"]["PDFBATCH_QUEUE_URL"] == {
-        "Ref": "WorkQueue"
-    }
+    for name in ("UnzipFunction", "ProcessPdfFunction"):  # process_pdf: to back off a failed message
+        assert function(template, name)["Environment"]["Variables"]["PDFBATCH_QUEUE_URL"] == {
+            "Ref": "WorkQueue"
+        }
 
 
 def test_every_pdfbatch_variable_set_is_one_config_reads(template: dict[str, Any]) -> None:
@@ -367,6 +395,17 @@ def test_each_function_gets_only_its_own_s3_and_sqs_rights(template: dict[str, A
         ("s3:ListBucket", ""),
         ("sqs:SendMessage", "GetAtt:WorkQueue.Arn"),
         ("sqs:SendMessage", "GetAtt:UnzipDeadLetterQueue.Arn"),
+        *(
+            (f"sqs:{a}", "GetAtt:UnzipDeadLetterQueue.Arn")
+            for a in (
+                "ReceiveMessage",
+                "DeleteMessage",
+                "DeleteMessageBatch",
+                "ChangeMessageVisibility",
+                "ChangeMessageVisibilityBatch",
+                "GetQueueAttributes",
+            )
+        ),
     }
     process = data_grants("ProcessPdfFunction")
     assert {(a, r) for a, r in process if a.startswith("s3:")} == {

@@ -16,7 +16,7 @@ from pdfbatch.config import MysqlParams, UsersTable, parse_mysql_url
 from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.logs import logger
 from pdfbatch.model import COUNTED_OUTCOMES, FINAL_STATUSES, FileResult
-from pdfbatch.ports import BatchRow, FileRow, NewEntry, UserRow
+from pdfbatch.ports import BatchRow, DoneFile, FileRow, NewEntry, UserRow
 
 SCHEMA = (
     """
@@ -451,6 +451,19 @@ class MysqlLedger:
             )
             rows = cur.fetchall()
         return [int(r["entry_index"]) for r in rows]
+
+    def done_files(self, batch_id: str) -> list[DoneFile]:
+        """PDF entries with an outcome, in one statement (one consistent read, so counts match indices)."""
+        with self.client.cursor() as cur:
+            cur.execute(
+                "SELECT entry_index, outcome, reason, finished_at FROM pdfbatch_files "
+                "WHERE batch_id = %s AND kind = 'pdf' AND outcome IS NOT NULL ORDER BY entry_index",
+                (batch_id,),
+            )
+            rows = cur.fetchall()
+        return [
+            DoneFile(int(r["entry_index"]), r["outcome"], r["reason"] or "", r["finished_at"]) for r in rows
+        ]
 
 
 class _NotLinked(Exception):

@@ -28,6 +28,18 @@ class SqsQueue:
         for start in range(0, len(tasks), 10):
             self._send_ten(tasks[start : start + 10])
 
+    def retry_later(self, receipt_handle: str, delay_seconds: int) -> None:
+        """Hide a received message for ``delay_seconds`` more (SQS caps visibility at 12 hours)."""
+        try:
+            self.client.change_message_visibility(
+                QueueUrl=self.queue_url,
+                ReceiptHandle=receipt_handle,
+                VisibilityTimeout=max(0, min(int(delay_seconds), 43_200)),
+            )
+        except (ClientError, BotoCoreError) as exc:
+            code = exc.response.get("Error", {}).get("Code", "") if isinstance(exc, ClientError) else ""
+            raise DependencyUnavailable("sqs", str(code) or type(exc).__name__) from exc
+
     def _send_ten(self, tasks: Sequence[FileTask]) -> None:
         pending = {str(i): t for i, t in enumerate(tasks)}
         for attempt in range(_ATTEMPTS):

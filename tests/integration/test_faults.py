@@ -1,0 +1,527 @@
+"""Faults injected into the real pipeline, and the batch still ends right (issue 4, "Faults").
+
+Real MariaDB and Redis throughout. Duplicates race in threads with their own MySQL connections;
+crashes are real child processes killed at a hook (tests/fixtures/faults.py) over LocalStack S3/SQS;
+outages are the same adapters pointed at closed ports; expiry is a real short Redis TTL.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from fixtures import pdfs
+from fixtures.faults import KILLED, Outage, run_killed_worker
+from fixtures.pipeline import (
+    assert_counters_match_ledger,
+    ledger_rows,
+    pdf_urls,
+    process_all,
+    receive_all,
+    upload,
+)
+from fixtures.zips import zipfile_zip as make_zip
+from pdfbatch import bootstrap, services
+from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
+from pdfbatch.adapters.redis import RedisProgress, done_key, progress_key
+from pdfbatch.model import FileTask
+from pdfbatch.services import Deps
+from plugins.services import add_users
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+RANK = {"PENDING": 0, "PROCESSING": 1, "COMPLETED": 2, "FAILED": 2}
+
+
+# --- fixtures and helpers -----------------------------------------------------------------------
+
+
+@pytest.fixture()
+def ls_deps(localstack: str, db: Any, settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Deps]:
+    """Real adapters as the functions build them: LocalStack S3/SQS, the test MariaDB and Redis."""
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    s = replace(settings, endpoint_url=localstack)
+    s3, sqs = bootstrap.boto3_client("s3", s), bootstrap.boto3_client("sqs", s)
+    s3.create_bucket(Bucket=s.bucket)
+    queue_url = sqs.create_queue(QueueName=f"work-{s.bucket}")["QueueUrl"]
+    deps = bootstrap.build_deps(replace(s, queue_url=queue_url), need_queue=True)
+    yield deps
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=s.bucket):
+        for obj in page.get("Contents", []):
+            s3.delete_object(Bucket=s.bucket, Key=obj["Key"])
+    s3.delete_bucket(Bucket=s.bucket)
+    sqs.delete_queue(QueueUrl=queue_url)
+    deps.ledger.client.close()  # type: ignore[attr-defined]
+
+
+def keys(deps: Deps, prefix: str) -> list[str]:
+    s3: Any = deps.store.client  # type: ignore[attr-defined]
+    out: list[str] = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=deps.settings.bucket, Prefix=prefix):
+        out.extend(o["Key"] for o in page.get("Contents", []))
+    return sorted(out)
+
+
+def own_connection(deps: Deps, mysql_url: str) -> Deps:
+    """The same deps with a MySQL connection of its own (one worker = one Lambda environment)."""
+    ledger = MysqlLedger(MysqlClient.from_url(mysql_url), deps.settings.users)
+    return replace(deps, ledger=ledger, users=ledger)
+
+
+def run_together(*jobs: Callable[[], Any]) -> list[Any]:
+    """Run each job in its own thread, started together; re-raise the first error."""
+    barrier = threading.Barrier(len(jobs))
+    results: list[Any] = [None] * len(jobs)
+    errors: list[BaseException] = []
+
+    def run(i: int, job: Callable[[], Any]) -> None:
+        barrier.wait()
+        try:
+            results[i] = job()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i, job)) for i, job in enumerate(jobs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    if errors:
+        raise errors[0]
+    return results
+
+
+def assert_linked_means_linked(deps: Deps, db: Any, batch_id: str) -> None:
+    """Every ledger row that says linked has its user's pdf_url on its object, and that object exists."""
+    with db.cursor() as cur:
+        cur.execute("SELECT id, pdf_url FROM users")
+        urls = dict(cur.fetchall())
+    for row in ledger_rows(db, batch_id):
+        if row["outcome"] == "linked":
+            assert urls[row["user_id"]] == deps.settings.pdf_url(row["final_key"])
+            assert deps.store.get_bytes(deps.settings.bucket, row["final_key"]).startswith(b"%PDF-")
+
+
+def load_handler(name: str) -> ModuleType:
+    """Import functions/<name>/handler.py as Lambda does."""
+    spec = importlib.util.spec_from_file_location(
+        f"fault_handler_{name}", ROOT / "functions" / name / "handler.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+class Context:
+    function_name = "test"
+    memory_limit_in_mb = 512
+    invoked_function_arn = "arn:aws:lambda:us-east-1:000000000000:function:test"
+    aws_request_id = "req-faults"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+def sqs_records(
+    messages: list[dict[str, Any]], arn: str = "arn:aws:sqs:us-east-1:000000000000:q"
+) -> dict[str, Any]:
+    """An SQS event as the event source mapping builds it from received messages."""
+    return {
+        "Records": [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": {
+                    "ApproximateReceiveCount": m["Attributes"]["ApproximateReceiveCount"],
+                    "SentTimestamp": m["Attributes"]["SentTimestamp"],
+                },
+                "messageAttributes": {},
+                "md5OfBody": m["MD5OfBody"],
+                "eventSource": "aws:sqs",
+                "eventSourceARN": arn,
+                "awsRegion": "us-east-1",
+            }
+            for m in messages
+        ]
+    }
+
+
+def receive(deps: Deps, visibility: int | None = None) -> list[dict[str, Any]]:
+    """Messages visible now (not deleted), with their attributes: one receive of up to ten."""
+    sqs: Any = deps.queue.client  # type: ignore[union-attr]
+    kwargs: dict[str, Any] = {"VisibilityTimeout": visibility} if visibility is not None else {}
+    got = sqs.receive_message(
+        QueueUrl=deps.settings.queue_url, MaxNumberOfMessages=10, AttributeNames=["All"], **kwargs
+    )
+    return list(got.get("Messages", []))
+
+
+def resume_zip(n: int, users: list[str]) -> bytes:
+    """``n`` PDFs: one résumé per user first, then PDFs without a user's address."""
+    entries = [(f"cv/{i:04d}.pdf", pdfs.resume_pdf(f"U{i}", email)) for i, email in enumerate(users)]
+    entries += [
+        (f"other/{i:04d}.pdf", pdfs.text_pdf([f"document {i}, no address"])) for i in range(n - len(users))
+    ]
+    return make_zip(entries)
+
+
+# --- duplicates ---------------------------------------------------------------------------------
+
+
+def test_same_s3_notification_twice_and_at_once_is_one_batch_with_the_effects_of_one(
+    deps: Deps, db: Any, mysql_url: str
+) -> None:
+    # GIVEN a ZIP dropped with the AWS CLI
+    users = ["a@example.com", "b@example.com"]
+    add_users(db, *users)
+    up = upload(deps, resume_zip(8, users))
+    # WHEN its notification reaches two unzip environments at once, and once more later
+    first, second = run_together(
+        lambda: services.stage_zip(own_connection(deps, mysql_url), up),
+        lambda: services.stage_zip(own_connection(deps, mysql_url), up),
+    )
+    msgs = receive_all(deps)
+    third = services.stage_zip(deps, up)
+    # THEN it is one batch with one ledger row and one staged object per entry
+    assert first.batch_id == second.batch_id == third.batch_id and third.duplicate
+    with db.cursor() as cur:
+        cur.execute("SELECT COUNT(*) FROM pdfbatch_batches")
+        assert cur.fetchone()[0] == 1
+    assert len(ledger_rows(db, first.batch_id)) == 8
+    assert len(keys(deps, "staging/")) == 8
+    assert {m["index"] for m in msgs} == set(range(8))  # both runs may send; every file is sent
+    # and processing every message (twice) has the effect of one delivery
+    process_all(deps, msgs + receive_all(deps), times=2)
+    status = assert_counters_match_ledger(deps, first.batch_id)
+    assert (status["status"], status["processed"], status["linked"]) == ("COMPLETED", 8, 2)
+    assert all(pdf_urls(db)[u] for u in users)
+    assert len(keys(deps, "pdfs/")) == 2
+    assert_linked_means_linked(deps, db, first.batch_id)
+
+
+def test_same_sqs_message_to_two_workers_at_once_has_the_effect_of_one(
+    deps: Deps, db: Any, mysql_url: str
+) -> None:
+    # GIVEN a staged batch: one résumé of a user and one other PDF
+    add_users(db, "race@example.com")
+    report = services.stage_zip(deps, upload(deps, resume_zip(2, ["race@example.com"])))
+    match, other = sorted(receive_all(deps), key=lambda m: m["index"])
+    # and two workers that both pass the ledger check, both copy, and reach the link together
+    at_start, at_link = threading.Barrier(2, timeout=30), threading.Barrier(2, timeout=30)
+
+    def worker() -> Any:
+        mine = own_connection(deps, mysql_url)
+        ledger: Any = mine.ledger
+        begin, link = ledger.begin_attempt, ledger.link
+        ledger.begin_attempt = lambda *a: (at_start.wait(), begin(*a))[1]
+        ledger.link = lambda *a: (at_link.wait(), link(*a))[1]
+        return services.process_file(mine, FileTask.from_message(match))
+
+    # WHEN the same message is delivered to both at once
+    rows = run_together(worker, worker)
+    process_all(deps, [other])
+    # THEN it is linked once: one ledger outcome, one object, one pdf_url, counted once
+    assert {r.outcome for r in rows} == {"linked"}
+    (row,) = [r for r in ledger_rows(db, report.batch_id) if r["entry_index"] == match["index"]]
+    assert (row["outcome"], row["attempts"]) == ("linked", 2)
+    assert keys(deps, "pdfs/") == [row["final_key"]]
+    assert pdf_urls(db)["race@example.com"] == deps.settings.pdf_url(row["final_key"])
+    status = assert_counters_match_ledger(deps, report.batch_id)
+    assert (status["status"], status["processed"], status["linked"]) == ("COMPLETED", 2, 1)
+
+
+# --- crashes: a worker process killed at a hook ----------------------------------------------------
+
+
+@pytest.mark.parametrize("another_file_links_first", [False, True], ids=["alone", "another-links-first"])
+def test_worker_killed_between_copy_and_link_ends_with_one_outcome_and_no_orphan(
+    ls_deps: Deps, db: Any, another_file_links_first: bool
+) -> None:
+    # GIVEN two different résumés of one user, staged
+    deps = ls_deps
+    add_users(db, "kill@example.com")
+    data = make_zip(
+        [
+            ("v1.pdf", pdfs.resume_pdf("V1", "kill@example.com")),
+            ("v2.pdf", pdfs.resume_pdf("V2", "kill@example.com", "second version")),
+        ]
+    )
+    report = services.stage_zip(deps, upload(deps, data))
+    v1, v2 = sorted(receive_all(deps), key=lambda m: m["index"])
+    # WHEN the worker of v1 is killed right after its S3 copy, before the MySQL link
+    hook = {"port": "store", "method": "copy"}
+    assert (
+        run_killed_worker(deps.settings, {"run": "process_file", "message": v1, "die_after": hook}) == KILLED
+    )
+    assert len(keys(deps, "pdfs/")) == 1 and pdf_urls(db)["kill@example.com"] is None
+    assert ledger_rows(db, report.batch_id)[0]["outcome"] is None
+    # (and, in one case, v2 links the user before v1 comes back)
+    if another_file_links_first:
+        process_all(deps, [v2])
+    # and v1 is redelivered (twice), then v2 arrives
+    process_all(deps, [v1, v1, v2])
+    # THEN each file has one outcome, the only object under pdfs/ is the one the user points at
+    rows = {r["entry_name"]: r for r in ledger_rows(db, report.batch_id)}
+    winner = "v2.pdf" if another_file_links_first else "v1.pdf"
+    loser = "v1.pdf" if another_file_links_first else "v2.pdf"
+    assert (rows[winner]["outcome"], rows[loser]["outcome"]) == ("linked", "skipped_already_exists")
+    assert keys(deps, "pdfs/") == [rows[winner]["final_key"]]
+    assert_linked_means_linked(deps, db, report.batch_id)
+    status = assert_counters_match_ledger(deps, report.batch_id)
+    assert (status["status"], status["processed"], status["linked"]) == ("COMPLETED", 2, 1)
+
+
+def test_worker_killed_between_link_and_count_is_counted_once_on_redelivery(ls_deps: Deps, db: Any) -> None:
+    # GIVEN a staged batch of a user's résumé and another PDF
+    deps = ls_deps
+    add_users(db, "count@example.com")
+    report = services.stage_zip(deps, upload(deps, resume_zip(2, ["count@example.com"])))
+    match, other = sorted(receive_all(deps), key=lambda m: m["index"])
+    # WHEN the worker is killed right after the link committed, before Redis counted it
+    hook = {"port": "ledger", "method": "link"}
+    assert (
+        run_killed_worker(deps.settings, {"run": "process_file", "message": match, "die_after": hook})
+        == KILLED
+    )
+    assert ledger_rows(db, report.batch_id)[0]["outcome"] == "linked"
+    assert services.batch_status(deps, report.batch_id)["processed"] == 0
+    # and the message is redelivered twice, the other file once
+    process_all(deps, [match, other, match])
+    # THEN the file is linked once, counted once, with one object, and the batch completes
+    status = assert_counters_match_ledger(deps, report.batch_id)
+    assert (status["status"], status["processed"], status["linked"]) == ("COMPLETED", 2, 1)
+    assert len(keys(deps, "pdfs/")) == 1
+    assert_linked_means_linked(deps, db, report.batch_id)
+
+
+def test_unzip_killed_half_way_through_a_large_zip_is_finished_by_the_retry(ls_deps: Deps, db: Any) -> None:
+    # GIVEN a ZIP of 150 PDFs, five of them users' résumés
+    deps = ls_deps
+    users = [f"u{i}@example.com" for i in range(5)]
+    add_users(db, *users)
+    n = 150
+    up = upload(deps, resume_zip(n, users))
+    # WHEN unzip is killed after staging 40 entries (uploads in flight and unsent messages die with it)
+    hook = {"port": "store", "method": "put_bytes", "calls": 40}
+    upload_args = {"bucket": up.bucket, "key": up.key, "size": up.size, "sequencer": up.sequencer}
+    assert (
+        run_killed_worker(deps.settings, {"run": "stage_zip", "upload": upload_args, "die_after": hook})
+        == KILLED
+    )
+    batch_id = services.batch_identity(up.bucket, up.key, up.sequencer, None)[0]
+    assert 40 <= len(keys(deps, "staging/")) < n
+    assert services.batch_status(deps, batch_id)["status"] == "PROCESSING"
+    # and workers process what it had queued, while S3 retries the event
+    early = receive_all(deps)
+    assert len(early) < n
+    process_all(deps, early)
+    retry = services.stage_zip(deps, up)
+    # THEN the retry re-sends exactly the files without an outcome
+    assert (retry.duplicate, retry.skipped_done) == (False, len({m["index"] for m in early}))
+    late = receive_all(deps)
+    assert {m["index"] for m in late} == set(range(n)) - {m["index"] for m in early}
+    process_all(deps, late + early)  # with late duplicates of the first run
+    # and every file is counted exactly once, none missing, and the batch completes
+    rows = ledger_rows(db, batch_id)
+    assert len(rows) == n and all(r["outcome"] for r in rows)
+    status = assert_counters_match_ledger(deps, batch_id)
+    assert (status["status"], status["processed"], status["linked"]) == ("COMPLETED", n, len(users))
+    redis = deps.progress.client  # type: ignore[attr-defined]
+    assert redis.scard(done_key(batch_id)) == n
+    assert len(keys(deps, "staging/")) == n
+    assert all(pdf_urls(db)[u] for u in users)
+    assert_linked_means_linked(deps, db, batch_id)
+
+
+# --- outages: MySQL and Redis on closed ports ------------------------------------------------------
+
+
+def test_mysql_then_redis_outage_is_retried_with_backoff_and_the_batch_completes(
+    ls_deps: Deps, db: Any, settings: Any
+) -> None:
+    # GIVEN a staged batch, and process_pdf wired to MySQL and Redis that can be switched off
+    deps = ls_deps
+    add_users(db, "out@example.com")
+    report = services.stage_zip(deps, upload(deps, resume_zip(3, ["out@example.com"])))
+    broken_mysql = MysqlLedger(MysqlClient.from_url("mysql://root@127.0.0.1:1/pdfbatch"), settings.users)
+    mysql = Outage(deps.ledger, broken_mysql)
+    redis = Outage(deps.progress, RedisProgress.from_url("redis://127.0.0.1:1/15"))
+    # A short backoff (2-4 s, then 4-8 s) so the test waits it out; the queue hides a received
+    # message for 600 s, so a message seen again within the wait came back through the backoff.
+    fast = replace(deps.settings, retry_base_seconds=4, retry_max_seconds=8)
+    wired = replace(deps, settings=fast, ledger=mysql, users=mysql, progress=redis)  # type: ignore[arg-type]
+    bootstrap.override(wired)
+    process = load_handler("process_pdf")
+    sqs: Any = deps.queue.client  # type: ignore[union-attr]
+    url = deps.settings.queue_url
+
+    def deliver(msgs: list[dict[str, Any]], expect_failures: int) -> list[dict[str, Any]]:
+        """Run the batch through process_pdf as the event source mapping does; return what comes back."""
+        result = process.handler(sqs_records(msgs), Context())
+        failed = {f["itemIdentifier"] for f in result["batchItemFailures"]}
+        assert len(failed) == expect_failures
+        for m in msgs:
+            if m["MessageId"] not in failed:  # the mapping deletes the successful ones
+                sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+        # THEN nothing is marked linked that is not, the failed messages are hidden for the backoff,
+        assert_linked_means_linked(deps, db, report.batch_id)
+        assert receive(deps) == []
+        # and they come back after it, well before their 600 s visibility timeout
+        back: dict[str, dict[str, Any]] = {}
+        deadline = time.monotonic() + 60
+        while len(back) < len(failed) and time.monotonic() < deadline:
+            for m in sqs.receive_message(
+                QueueUrl=url,
+                MaxNumberOfMessages=10,
+                AttributeNames=["All"],
+                VisibilityTimeout=600,
+                WaitTimeSeconds=2,
+            ).get("Messages", []):
+                back[m["MessageId"]] = m
+        assert set(back) == failed
+        return list(back.values())
+
+    try:
+        msgs = receive(deps, visibility=600)
+        assert len(msgs) == 3
+        # WHEN MySQL is down: every message fails before anything is written
+        mysql.down = True
+        msgs = deliver(msgs, expect_failures=3)
+        assert mysql.failures >= 3 and keys(deps, "pdfs/") == []
+        assert all(r["outcome"] is None for r in ledger_rows(db, report.batch_id))
+        # WHEN MySQL is back and Redis is down: outcomes are recorded (the link with its file), not counted
+        mysql.down, redis.down = False, True
+        msgs = deliver(msgs, expect_failures=3)
+        assert redis.failures >= 3
+        assert Counter(r["outcome"] for r in ledger_rows(db, report.batch_id)) == {
+            "linked": 1,
+            "skipped_no_match": 2,
+        }
+        # WHEN both are back: the redeliveries count each file once and the batch completes
+        redis.down = False
+        assert deliver(msgs, expect_failures=0) == []
+        assert {m["Attributes"]["ApproximateReceiveCount"] for m in msgs} == {"3"}
+    finally:
+        bootstrap.override(None)
+    status = assert_counters_match_ledger(deps, report.batch_id)
+    assert (status["status"], status["processed"], status["linked"]) == ("COMPLETED", 3, 1)
+    assert len(keys(deps, "pdfs/")) == 1
+
+
+# --- Redis progress expiring --------------------------------------------------------------------
+
+
+def test_progress_with_a_short_ttl_expiring_mid_batch_never_goes_backwards(deps: Deps, db: Any) -> None:
+    # GIVEN progress kept in Redis for one second only
+    short = replace(deps, progress=RedisProgress.from_url(deps.settings.redis_url, ttl_seconds=1))
+    report = services.stage_zip(short, upload(short, resume_zip(8, [])))
+    msgs = sorted(receive_all(short), key=lambda m: m["index"])
+    seen = [services.batch_status(short, report.batch_id)]
+    for body in msgs[:4]:
+        process_all(short, [body])
+        seen.append(services.batch_status(short, report.batch_id))
+    # WHEN the key expires mid-batch (for real: the TTL runs out)
+    redis = short.progress.client  # type: ignore[attr-defined]
+    deadline = time.monotonic() + 15
+    while redis.exists(progress_key(report.batch_id)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not redis.exists(progress_key(report.batch_id))
+    # THEN status answers from MySQL with the same progress
+    from_ledger = services.batch_status(short, report.batch_id)
+    seen.append(from_ledger)
+    assert (from_ledger["source"], from_ledger["processed"]) == ("ledger", 4)
+    # and the rest (with late duplicates) rebuilds the hash and completes with exact counts
+    for body in msgs[4:] + msgs[:2]:
+        process_all(short, [body])
+        seen.append(services.batch_status(short, report.batch_id))
+    status = assert_counters_match_ledger(short, report.batch_id)
+    assert (status["status"], status["processed"]) == ("COMPLETED", 8)
+    assert [s["processed"] for s in seen] == sorted(s["processed"] for s in seen)
+    assert [RANK[s["status"]] for s in seen] == sorted(RANK[s["status"]] for s in seen)
+
+
+# --- the unzip DLQ --------------------------------------------------------------------------------
+
+
+def destination_record(bucket: str, key: str, sequencer: str) -> dict[str, Any]:
+    """What Lambda sends to an OnFailure SQS destination after the async retries of an S3 event."""
+    return {
+        "version": "1.0",
+        "timestamp": "2026-11-29T10:03:00.000Z",
+        "requestContext": {
+            "requestId": str(uuid.uuid4()),
+            "functionArn": "arn:aws:lambda:us-east-1:000000000000:function:pdfbatch-unzip:$LATEST",
+            "condition": "RetriesExhausted",
+            "approximateInvokeCount": 3,
+        },
+        "requestPayload": {
+            "Records": [
+                {
+                    "eventVersion": "2.1",
+                    "eventSource": "aws:s3",
+                    "awsRegion": "us-east-1",
+                    "eventTime": "2026-11-29T10:00:00.000Z",
+                    "eventName": "ObjectCreated:Put",
+                    "s3": {
+                        "s3SchemaVersion": "1.0",
+                        "bucket": {"name": bucket, "arn": f"arn:aws:s3:::{bucket}"},
+                        "object": {"key": key.replace(" ", "+"), "size": 1234, "sequencer": sequencer},
+                    },
+                }
+            ]
+        },
+        "responseContext": {"statusCode": 200, "executedVersion": "$LATEST", "functionError": "Unhandled"},
+        "responsePayload": {"errorType": "Sandbox.Timedout", "errorMessage": "Task timed out"},
+    }
+
+
+def test_unzip_dlq_message_fails_the_batch_unzip_never_finished(deps: Deps, db: Any) -> None:
+    # GIVEN an upload unzip failed on at every attempt (here: before it even created the batch)
+    up = upload(deps, resume_zip(3, []), key="uploads/big drop.zip", sequencer="00AA")
+    bootstrap.override(deps)
+    unzip = load_handler("unzip")
+    try:
+        messages = [
+            {
+                "MessageId": "m1",
+                "ReceiptHandle": "r1",
+                "Body": json.dumps(destination_record(up.bucket, up.key, "00AA")),
+            },
+            {"MessageId": "m2", "ReceiptHandle": "r2", "Body": "not json"},
+        ]
+        for m in messages:
+            m.update(Attributes={"ApproximateReceiveCount": "1", "SentTimestamp": "1"}, MD5OfBody="")
+        # WHEN its failure record comes out of the unzip DLQ (with a malformed message beside it)
+        result = unzip.handler(sqs_records(messages), Context())
+    finally:
+        bootstrap.override(None)
+    # THEN the batch exists and is FAILED unzip_failed; the malformed message is dropped, not retried
+    assert result == {"batchItemFailures": []}
+    batch_id = services.batch_identity(up.bucket, up.key, "00AA", None)[0]
+    status = services.batch_status(deps, batch_id)
+    assert (status["status"], status["reason"]) == ("FAILED", "unzip_failed")
+    with db.cursor() as cur:
+        cur.execute(
+            "SELECT status, reason, object_key FROM pdfbatch_batches WHERE batch_id = %s", (batch_id,)
+        )
+        assert cur.fetchone() == ("FAILED", "unzip_failed", up.key)
