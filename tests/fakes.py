@@ -101,11 +101,13 @@ class FakeLedger:
         with self._lock:
             batch = self.batches.get(batch_id)
             status = batch.status if batch and batch.status in _FINAL else "PROCESSING"
+            now = self._clock()
             self._update_batch(
                 batch_id,
                 total_files=total_files,
                 ignored_files=ignored_files,
-                updated_at=self._clock(),
+                updated_at=now,
+                started_at=(batch.started_at if batch else None) or now,
                 status=status,
             )
 
@@ -297,14 +299,18 @@ class FakeProgress:
             h = self.hashes.get(batch_id)
             if h is None:
                 h = self.hashes[batch_id] = {**self._zeroed(ts), "status": status, "updatedAt": ts}
-            elif h.get("status") in _FINAL or (status == "PENDING" and h.get("status") == "PROCESSING"):
-                return
+                keep = False
             else:
-                h["status"] = status
-                h["updatedAt"] = ts
-            h["ignored"] = str(ignored)
-            if total_files is not None:
-                h["totalFiles"] = str(total_files)
+                keep = h.get("status") in _FINAL or (status == "PENDING" and h.get("status") == "PROCESSING")
+                if not keep:
+                    h["status"] = status
+                    h["updatedAt"] = ts
+            if not keep:
+                h["ignored"] = str(ignored)
+                if total_files is not None:
+                    h["totalFiles"] = str(total_files)
+            if h.get("status") == "PROCESSING":
+                h.setdefault("startedAt", ts)
 
     def count(self, batch_id: str, index: int, outcome: str, reason: str, now: float) -> tuple[bool, str]:
         """Count one file once; return (newly counted, status). Raises ProgressMissing when expired."""

@@ -35,6 +35,7 @@ class BatchRow:
     updated_at: float
     unpacked_at: float | None
     completed_at: float | None
+    started_at: float | None = None  # when unzip began staging (the batch became PROCESSING)
 
 
 @dataclass(frozen=True)

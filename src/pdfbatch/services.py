@@ -35,6 +35,7 @@ from pdfbatch.model import (
     FileTask,
     Outcome,
     Reason,
+    describe,
     final_key,
     is_batch_id,
     staging_key,
@@ -547,6 +548,11 @@ def _rebuild_progress(deps: Deps, batch_id: str) -> None:
         # The rate (and ETA) stays an average over the whole batch, not over the files since the rebuild.
         fields["firstDoneAt"] = f"{min(finished):.3f}"
     fields.update(counts)
+    for name, at in (("startedAt", batch.started_at), ("unpackedAt", batch.unpacked_at)):
+        if at:
+            fields[name] = f"{at:.3f}"
+    if batch.completed_at and batch.status in FINAL_STATUSES:
+        fields["completedAt"] = f"{batch.completed_at:.3f}"
     if batch.reason:
         fields["reason"] = batch.reason
     rebuilt = deps.progress.rebuild(batch_id, fields, [f.index for f in done])
@@ -581,6 +587,8 @@ def batch_status(deps: Deps, batch_id: str) -> dict[str, Any]:
         updated=batch.updated_at,
         completed=batch.completed_at,
         reason=batch.reason,
+        started=batch.started_at,
+        unpacked=batch.unpacked_at,
     )
     body["source"] = "ledger"
     return body
@@ -603,6 +611,8 @@ def _shape_live(batch_id: str, raw: Mapping[str, str]) -> dict[str, Any]:
         updated=_float(raw.get("updatedAt")),
         completed=_float(raw.get("completedAt")),
         reason=raw.get("reason"),
+        started=_float(raw.get("startedAt")),
+        unpacked=_float(raw.get("unpackedAt")),
     )
     body["source"] = "live"
     first, updated = _float(raw.get("firstDoneAt")), _float(raw.get("updatedAt"))
@@ -625,6 +635,8 @@ def _shape(
     updated: float | None,
     completed: float | None,
     reason: str | None,
+    started: float | None = None,
+    unpacked: float | None = None,
 ) -> dict[str, Any]:
     processed = int(counts.get("processed", sum(int(counts.get(o, 0)) for o in COUNTED_OUTCOMES)))
     if total:
@@ -642,13 +654,32 @@ def _shape(
         "reasons": {
             k.split(":", 1)[1]: int(v) for k, v in sorted(counts.items()) if k.startswith("reason:") and v
         },
+        "filesPerSecond": None,
+        "etaSeconds": None,
         "createdAt": _iso(created),
+        "startedAt": _iso(started),
+        "unpackedAt": _iso(unpacked),
         "updatedAt": _iso(updated),
         "completedAt": _iso(completed),
+        # Stage timings: the wait for the upload (and S3's notification), unzip, and the whole pipeline.
+        "durations": {
+            "queuedSeconds": _span(created, started),
+            "unzipSeconds": _span(started, unpacked),
+            "processingSeconds": _span(started, completed),
+            "totalSeconds": _span(created, completed),
+        },
     }
     if status == BatchStatus.FAILED:
         body["reason"] = reason or "unknown"
+        body["reasonText"] = describe(body["reason"])
     return body
+
+
+def _span(start: float | None, end: float | None) -> float | None:
+    """Seconds from ``start`` to ``end``, or None until both happened."""
+    if not start or not end or end < start:
+        return None
+    return round(end - start, 3)
 
 
 def list_files(
@@ -685,6 +716,7 @@ def file_item(row: FileRow) -> dict[str, Any]:
         "kind": row.kind,
         "outcome": row.outcome,
         "reason": row.reason,
+        "reasonText": describe(row.reason) or None,
         "userId": row.user_id,
         "finalKey": row.final_key,
         "sha256": row.sha256,

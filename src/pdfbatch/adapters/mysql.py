@@ -35,6 +35,7 @@ SCHEMA = (
       updated_at DOUBLE NOT NULL,
       unpacked_at DOUBLE NULL,
       completed_at DOUBLE NULL,
+      started_at DOUBLE NULL,
       KEY by_key (key_hash, created_at)
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
     """,
@@ -60,6 +61,10 @@ SCHEMA = (
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
     """,
 )
+
+# Columns added after the first release: (table, column, definition), added by ensure_schema when missing.
+ADDED_COLUMNS = (("pdfbatch_batches", "started_at", "DOUBLE NULL"),)
+_ER_DUP_FIELDNAME = 1060
 
 _SELECT_BATCH = "SELECT * FROM pdfbatch_batches WHERE batch_id = %s"
 _SELECT_FILE = "SELECT * FROM pdfbatch_files WHERE batch_id = %s AND entry_index = %s"
@@ -145,10 +150,24 @@ class MysqlClient:
                 self._conn = None
 
     def ensure_schema(self) -> None:
-        """Create the ledger tables if missing (idempotent)."""
+        """Create the ledger tables if missing and add columns newer releases need (idempotent)."""
         with self.cursor() as cur:
             for statement in SCHEMA:
                 cur.execute(statement)
+            for table, column, definition in ADDED_COLUMNS:
+                cur.execute(
+                    "SELECT COUNT(*) AS n FROM information_schema.COLUMNS "
+                    "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s AND COLUMN_NAME = %s",
+                    (table, column),
+                )
+                row = cur.fetchone()
+                if row and int(row["n"]) == 0:
+                    try:
+                        cur.execute(f"ALTER TABLE `{table}` ADD COLUMN `{column}` {definition}")
+                    except pymysql.err.OperationalError as exc:
+                        if exc.args[0] != _ER_DUP_FIELDNAME:
+                            raise
+                        # Another cold start added it between our check and our ALTER: what we wanted.
 
 
 def _key_hash(key: str) -> bytes:
@@ -172,6 +191,7 @@ def _batch(row: Mapping[str, Any]) -> BatchRow:
         updated_at=row["updated_at"],
         unpacked_at=row["unpacked_at"],
         completed_at=row["completed_at"],
+        started_at=row.get("started_at"),
     )
 
 
@@ -277,10 +297,12 @@ class MysqlLedger:
     def start_batch(self, batch_id: str, total_files: int, ignored_files: int) -> None:
         """Record totals; PENDING becomes PROCESSING, final statuses are kept."""
         with self.client.cursor() as cur:
+            now = self._clock()
             cur.execute(
                 "UPDATE pdfbatch_batches SET total_files = %s, ignored_files = %s, updated_at = %s, "
+                "started_at = COALESCE(started_at, %s), "
                 "status = IF(status IN ('COMPLETED', 'FAILED'), status, 'PROCESSING') WHERE batch_id = %s",
-                (total_files, ignored_files, self._clock(), batch_id),
+                (total_files, ignored_files, now, now, batch_id),
             )
 
     def mark_unpacked(self, batch_id: str) -> None:

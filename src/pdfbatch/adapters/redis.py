@@ -52,6 +52,9 @@ else
     if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], 'totalFiles', ARGV[2]) end
   end
 end
+if redis.call('HGET', KEYS[1], 'status') == 'PROCESSING' then
+  redis.call('HSETNX', KEYS[1], 'startedAt', ARGV[3])
+end
 touch(ARGV[4])
 return redis.call('HGET', KEYS[1], 'status')
 """
