@@ -4,6 +4,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
+# The upload page's browser test drives Debian's Chromium through Playwright (no browser download).
+CHROMIUM := /usr/bin/chromium
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 .PHONY: demo test lint unit integration e2e bench cases up down clean help
 
@@ -20,10 +23,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	@rm -f $(VENV)/.installed-* && touch $(STAMP)
 
+$(CHROMIUM):
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core
+
 demo: $(STAMP)
 	$(BIN)/pdfbatch demo
 
-test: $(STAMP) lint
+test: $(STAMP) $(CHROMIUM) lint
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
@@ -36,7 +43,7 @@ unit: $(STAMP)
 integration: $(STAMP)
 	$(BIN)/python -m pytest tests/integration
 
-e2e: $(STAMP)
+e2e: $(STAMP) $(CHROMIUM)
 	$(BIN)/python -m pytest tests/e2e
 
 cases: $(STAMP)  ## docs/CASES.md from a run of every bad-input case through the real pipeline

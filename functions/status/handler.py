@@ -1,18 +1,66 @@
-"""status: the REST API (API Gateway proxy) for creating batches and polling their progress."""
+"""status: the REST API (API Gateway proxy) for creating batches and polling their progress.
+
+Every route needs the API key (x-api-key) except the upload page (GET /) and the API's own
+description (GET /openapi.json), which hold no data: the page asks for the key itself.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from pdfbatch import services
-from pdfbatch.bootstrap import get_deps
-from pdfbatch.errors import DependencyUnavailable, InvalidInput, NotFound
+from pdfbatch import auth, services, web
+from pdfbatch.bootstrap import get_deps, get_settings
+from pdfbatch.errors import (
+    ConfigError,
+    DependencyUnavailable,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    Unauthenticated,
+)
 from pdfbatch.logs import logger
 
 app = APIGatewayRestResolver()
+PUBLIC_ROUTES = frozenset({("GET", "/"), ("GET", "/openapi.json")})
+
+
+def require_api_key(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
+    """Every route but PUBLIC_ROUTES needs the shared API key (401 without one, 403 with a wrong one)."""
+    event = app.current_event
+    if (event.http_method, event.path) not in PUBLIC_ROUTES:
+        auth.check_api_key(get_settings().api_key, event.headers.get(auth.HEADER))
+    return next_middleware(app)
+
+
+app.use(middlewares=[require_api_key])
+
+
+@app.get("/")
+def upload_page() -> Response[str]:
+    """The upload page: plain HTML with its script and style inline, allowed by hash in its CSP."""
+    page = web.upload_page(get_settings())
+    headers = {
+        "Content-Security-Policy": page.csp,
+        "Cache-Control": "no-cache",
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+    }
+    return Response(status_code=200, content_type="text/html; charset=utf-8", body=page.html, headers=headers)
+
+
+@app.get("/openapi.json")
+def openapi() -> Response[str]:
+    """The OpenAPI 3.1 description of this API (the file shipped in pdfbatch/web)."""
+    return Response(
+        status_code=200,
+        content_type=content_types.APPLICATION_JSON,
+        body=web.openapi_document(),
+        headers={"Cache-Control": "max-age=300"},
+    )
 
 
 @app.post("/batches")
@@ -56,12 +104,34 @@ def get_files(batch_id: str) -> dict[str, Any]:
     )
 
 
-def _error(status: int, code: str, message: str) -> Response[Any]:
+def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response[Any]:
     return Response(
         status_code=status,
         content_type=content_types.APPLICATION_JSON,
         body={"error": code, "message": message},
+        headers=headers,
     )
+
+
+@app.exception_handler(Unauthenticated)
+def unauthenticated(exc: Unauthenticated) -> Response[Any]:
+    """401: no API key."""
+    logger.warning("request without an API key", extra={"path": app.current_event.path})
+    return _error(401, "unauthorized", str(exc), {"WWW-Authenticate": f'ApiKey header="{auth.HEADER}"'})
+
+
+@app.exception_handler(Forbidden)
+def forbidden(exc: Forbidden) -> Response[Any]:
+    """403: an API key that is not the configured one."""
+    logger.warning("request with a wrong API key", extra={"path": app.current_event.path})
+    return _error(403, "forbidden", str(exc))
+
+
+@app.exception_handler(ConfigError)
+def not_configured(exc: ConfigError) -> Response[Any]:
+    """500: the function lacks configuration (no API key): it refuses rather than run open."""
+    logger.error("status function misconfigured", extra={"error": str(exc)})
+    return _error(500, "not_configured", "the API is not configured; its operator has been told in the logs")
 
 
 @app.exception_handler(NotFound)

@@ -69,7 +69,19 @@ _override: Deps | None = None
 
 @functools.cache
 def _cached(need_queue: bool) -> Deps:
-    return build_deps(Settings.from_env(), need_queue=need_queue)
+    return build_deps(_settings(), need_queue=need_queue)
+
+
+@functools.cache
+def _settings() -> Settings:
+    return Settings.from_env()
+
+
+def get_settings() -> Settings:
+    """The execution environment's settings, without building any client (for checks before the work)."""
+    if _override is not None:
+        return _override.settings
+    return _settings()
 
 
 def get_deps(need_queue: bool = False) -> Deps:
@@ -84,3 +96,4 @@ def override(deps: Deps | None) -> None:
     global _override
     _override = deps
     _cached.cache_clear()
+    _settings.cache_clear()

@@ -133,7 +133,8 @@ def api_client() -> Any:
         except ApiError as exc:
             raise CliError(str(exc)) from exc
         url = outputs.get("LocalApiUrl") or outputs["ApiUrl"]
-    return ApiClient(url, api_key=os.environ.get("PDFBATCH_API_KEY"))
+    # The key: the one `stack up` stored for this API (LocalStack), else PDFBATCH_API_KEY.
+    return ApiClient(url)
 
 
 def _console() -> Any:
@@ -182,6 +183,7 @@ def stack_up(args: argparse.Namespace) -> int:
     else:
         console.print(f"[bold green]pdfbatch is up[/bold green] (stack {STACK_NAME})")
         console.print(f"  API      {api}")
+        console.print(f"  page     {api}  (upload in a browser; its API key: `pdfbatch stack key`)")
         console.print(f"  bucket   s3://{outputs.get('BucketName')}/uploads/")
         console.print(f"  MySQL    {_redact(mysql_url())}")
         console.print(f"  Redis    {redis_url()}")
@@ -218,6 +220,19 @@ def stack_status(args: argparse.Namespace) -> int:
     root = localstack.find_root(Path.cwd()) if not args.root else Path(args.root)
     st = localstack.status(root, endpoint_url())
     print(json.dumps(st.__dict__, default=str) if args.json else st)
+    return EXIT_OK
+
+
+def stack_key(args: argparse.Namespace) -> int:
+    """Print the REST API's key: the one `stack up` stored for this stack, else PDFBATCH_API_KEY."""
+    from pdfbatch.ops import localstack
+    from pdfbatch.ops.api import read_api_key
+
+    root = localstack.find_root(Path.cwd()) if not args.root else Path(args.root)
+    key = read_api_key(root, STACK_NAME) or os.environ.get("PDFBATCH_API_KEY", "")
+    if not key:
+        raise CliError(f"no API key for stack {STACK_NAME}: run `pdfbatch stack up` or set PDFBATCH_API_KEY")
+    print(json.dumps({"stackName": STACK_NAME, "apiKey": key}) if args.json else key)
     return EXIT_OK
 
 
@@ -492,6 +507,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("up", stack_up, "start LocalStack if needed and deploy (idempotent)"),
         ("down", stack_down, "stop what `up` started"),
         ("status", stack_status, "is the local stack running?"),
+        ("key", stack_key, "print the API key (for the upload page or curl's x-api-key)"),
     ):
         p = stack_sub.add_parser(name, help=text)
         p.add_argument("--root", help="the pdfbatch checkout (default: found from the current folder)")

@@ -58,6 +58,7 @@ class Settings:
     pdf_url_prefix: str = "s3://"  # PDFBATCH_PDF_URL_PREFIX: users.pdf_url = prefix + bucket/key
     retry_base_seconds: int = 30  # PDFBATCH_RETRY_BASE_SECONDS: first backoff of a failed work message
     retry_max_seconds: int = 900  # PDFBATCH_RETRY_MAX_SECONDS: backoff cap (doubling from the base)
+    api_key: str = field(default="", repr=False)  # PDFBATCH_API_KEY: the shared secret of the REST API
     limits: Limits = field(default_factory=Limits)
     users: UsersTable = field(default_factory=UsersTable)
 
@@ -100,13 +101,18 @@ class Settings:
             pdf_url_prefix=e.get("PDFBATCH_PDF_URL_PREFIX", "s3://"),
             retry_base_seconds=_int(e, "PDFBATCH_RETRY_BASE_SECONDS", 30),
             retry_max_seconds=_int(e, "PDFBATCH_RETRY_MAX_SECONDS", 900),
+            api_key=e.get("PDFBATCH_API_KEY", ""),
             limits=limits,
             users=users,
         )
 
     def require(self, *names: str) -> None:
         """Fail with a ConfigError naming the variable when a setting a function needs is empty."""
-        env_names = {"bucket": "PDFBATCH_BUCKET", "queue_url": "PDFBATCH_QUEUE_URL"}
+        env_names = {
+            "bucket": "PDFBATCH_BUCKET",
+            "queue_url": "PDFBATCH_QUEUE_URL",
+            "api_key": "PDFBATCH_API_KEY",
+        }
         for name in names:
             if not getattr(self, name):
                 raise ConfigError(f"{env_names.get(name, name)} is not set")

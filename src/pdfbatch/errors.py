@@ -27,6 +27,18 @@ class NotFound(PdfBatchError):
     code = "not_found"
 
 
+class Unauthenticated(PdfBatchError):
+    """The request carries no API key (HTTP 401)."""
+
+    code = "unauthorized"
+
+
+class Forbidden(PdfBatchError):
+    """The request's API key is not the one configured (HTTP 403)."""
+
+    code = "forbidden"
+
+
 class DependencyUnavailable(PdfBatchError):
     """A service (MySQL, Redis, S3, SQS) failed in a way a retry can fix: let it propagate."""
 

@@ -10,8 +10,8 @@ import pymysql
 import pytest
 import redis
 
+from fixtures.openapi import CheckedApiClient
 from fixtures.stack import DB, REDIS_URL, cli_env, run_cli
-from pdfbatch.ops.api import ApiClient
 
 
 @pytest.fixture(scope="session")
@@ -33,6 +33,7 @@ def stack(localstack: str) -> Iterator[dict[str, Any]]:
         "env": env,
         "db": conn,
         "endpoint": localstack,
-        "api": ApiClient(outputs["LocalApiUrl"]),
+        # Finds the key `stack up` stored; holds every answer to the OpenAPI document the API serves.
+        "api": CheckedApiClient(outputs["LocalApiUrl"]),
     }
     conn.close()

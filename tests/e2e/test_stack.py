@@ -15,25 +15,12 @@ from typing import Any
 import pytest
 import redis
 
-from fixtures.stack import REDIS_URL, run_cli
+from fixtures.stack import REDIS_URL, run_cli, seed
 from pdfbatch.adapters.redis import progress_key
 from pdfbatch.ops import samples
 from pdfbatch.ops.api import ApiClient
 
 pytestmark = pytest.mark.e2e
-
-
-def seed(conn: Any, corpus: samples.Corpus) -> None:
-    with conn.cursor() as cur:
-        cur.executemany(
-            "INSERT INTO users (email) VALUES (%s) ON DUPLICATE KEY UPDATE pdf_url = NULL",
-            [(e,) for e in corpus.users],
-        )
-        cur.executemany(
-            "INSERT INTO users (email, pdf_url) VALUES (%s, 's3://old/cv.pdf') "
-            "ON DUPLICATE KEY UPDATE pdf_url = 's3://old/cv.pdf'",
-            [(e,) for e in corpus.linked_users],
-        )
 
 
 def check_batch(stack: dict[str, Any], batch_id: str, corpus: samples.Corpus, status: dict[str, Any]) -> None:

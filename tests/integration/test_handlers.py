@@ -2,45 +2,21 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 import uuid
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 from urllib.parse import quote_plus
 
 import pytest
 
 from fixtures import pdfs
+from fixtures.apigw import Context, api_event, header, load_handler
 from fixtures.pipeline import ledger_rows
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import bootstrap
 from plugins.services import add_users
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def load_handler(name: str) -> ModuleType:
-    """Import functions/<name>/handler.py as its own module, as Lambda does."""
-    spec = importlib.util.spec_from_file_location(f"handler_{name}", ROOT / "functions" / name / "handler.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-class Context:
-    function_name = "test"
-    memory_limit_in_mb = 512
-    invoked_function_arn = "arn:aws:lambda:us-east-1:000000000000:function:test"
-    aws_request_id = "req-1"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 60_000
 
 
 @pytest.fixture()
@@ -85,38 +61,6 @@ def sqs_event(bodies: list[dict[str, Any]], receive_count: int = 1) -> dict[str,
             }
             for body in bodies
         ]
-    }
-
-
-def header(resp: dict[str, Any], name: str) -> str | None:
-    """A response header, whether the resolver used headers or multiValueHeaders."""
-    if name in (resp.get("headers") or {}):
-        return str(resp["headers"][name])
-    values = (resp.get("multiValueHeaders") or {}).get(name)
-    return str(values[0]) if values else None
-
-
-def api_event(method: str, path: str, query: dict[str, str] | None = None) -> dict[str, Any]:
-    return {
-        "resource": path,
-        "path": path,
-        "httpMethod": method,
-        "headers": {"Accept": "application/json"},
-        "multiValueHeaders": {},
-        "queryStringParameters": query,
-        "multiValueQueryStringParameters": {k: [v] for k, v in (query or {}).items()} or None,
-        "pathParameters": None,
-        "stageVariables": None,
-        "requestContext": {
-            "stage": "v1",
-            "requestId": "r",
-            "httpMethod": method,
-            "path": path,
-            "resourcePath": path,
-            "identity": {"sourceIp": "127.0.0.1"},
-        },
-        "body": None,
-        "isBase64Encoded": False,
     }
 
 

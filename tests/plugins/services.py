@@ -11,6 +11,7 @@ from typing import Any
 import pymysql
 import pytest
 
+from fixtures.apigw import TEST_API_KEY
 from pdfbatch.cli import USERS_DDL as DEV_USERS_DDL
 from pdfbatch.config import Settings, parse_mysql_url
 
@@ -78,9 +79,9 @@ def add_users(conn: Any, *emails: str, pdf_url: str | None = None) -> dict[str, 
 
 @pytest.fixture()
 def settings(mysql_url: str, run_id: str) -> Settings:
-    """Settings for one test: its own bucket name, the test database, Redis db 15."""
+    """Settings for one test: its own bucket name, the test database, Redis db 15, the test API key."""
     base = Settings.from_env({"PDFBATCH_MYSQL_URL": mysql_url, "PDFBATCH_REDIS_URL": TEST_REDIS_URL})
-    return replace(base, bucket=f"pdfbatch-test-{run_id}", stage_workers=4)
+    return replace(base, bucket=f"pdfbatch-test-{run_id}", stage_workers=4, api_key=TEST_API_KEY)
 
 
 @pytest.fixture()

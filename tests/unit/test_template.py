@@ -428,3 +428,22 @@ def test_each_function_may_only_write_its_own_log_group(template: dict[str, Any]
             "arn:${AWS::Partition}:logs:${AWS::Region}:${AWS::AccountId}:log-group:/aws/lambda/"
             "${AWS::StackName}" + suffix + ":*"
         }
+
+
+# ------------------------------------------------------------------------------------------ API access
+
+
+def test_only_the_status_function_gets_the_api_key_and_it_is_never_echoed(template: dict[str, Any]) -> None:
+    param = template["Parameters"]["ApiKey"]
+    assert param["NoEcho"] is True and "Default" not in param and int(param["MinLength"]) >= 16
+    for name, props in functions(template).items():
+        assert ("PDFBATCH_API_KEY" in props["Environment"]["Variables"]) == (name == "StatusFunction"), name
+    assert "ApiKey" not in repr(template.get("Outputs"))
+
+
+def test_browsers_may_upload_with_the_presigned_post_and_send_the_api_key(template: dict[str, Any]) -> None:
+    rules = template["Resources"]["Bucket"]["Properties"]["CorsConfiguration"]["CorsRules"]
+    origin = [{"Ref": "AllowedOrigin"}]
+    assert any("POST" in r["AllowedMethods"] and r["AllowedOrigins"] == origin for r in rules)
+    cors = template["Resources"]["StatusApi"]["Properties"]["Cors"]
+    assert "x-api-key" in cors["AllowHeaders"].lower()

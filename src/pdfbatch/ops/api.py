@@ -1,4 +1,8 @@
-"""A small client of the pdfbatch REST API (stdlib only): used by the CLI, the e2e tests and the bench."""
+"""A small client of the pdfbatch REST API (stdlib only): used by the CLI, the e2e tests and the bench.
+
+The API wants its key in x-api-key. An ApiClient given none finds it by itself: the key `pdfbatch stack up`
+stored for the stack at that URL (LocalStack, in .localstack/api-keys/, git-ignored), else PDFBATCH_API_KEY.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 FINAL = ("COMPLETED", "FAILED")
+API_KEYS_DIR = Path(".localstack") / "api-keys"  # under the checkout; one JSON file per local stack
 
 
 class ApiError(Exception):
@@ -30,8 +35,12 @@ class ApiClient:
     """Calls the status API at ``base_url`` (ending in the stage, e.g. .../v1/)."""
 
     base_url: str
-    api_key: str | None = None
+    api_key: str | None = None  # None: the stored key of the stack at base_url, else PDFBATCH_API_KEY
     timeout: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.api_key is None:
+            self.api_key = stored_api_key(self.base_url) or os.environ.get("PDFBATCH_API_KEY") or None
 
     def _url(self, path: str) -> str:
         return self.base_url.rstrip("/") + "/" + path.lstrip("/")
@@ -160,6 +169,69 @@ def presigned_post(
         raise ApiError(f"upload refused by S3: {code}", exc.code) from exc
     except (urllib.error.URLError, OSError) as exc:
         raise ApiError(f"upload failed: {exc}") from exc
+
+
+def api_key_file(root: Path, stack_name: str) -> Path:
+    """Where `stack up` keeps the API key of a local stack."""
+    return root / API_KEYS_DIR / f"{stack_name}.json"
+
+
+def _read_key_file(path: Path) -> dict[str, str]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # missing or unreadable: the caller makes a new key or looks elsewhere
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def _write_key_file(path: Path, data: dict[str, str]) -> None:
+    """Write the file readable by its owner only, atomically."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=2, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def local_api_key(root: Path, stack_name: str, key: str | None = None) -> str:
+    """The API key of a local stack: ``key`` if given, else the stored one, else a new random one."""
+    path = api_key_file(root, stack_name)
+    data = _read_key_file(path)
+    chosen = key or data.get("apiKey") or secrets.token_urlsafe(32)
+    if data.get("apiKey") != chosen:
+        _write_key_file(path, {"stackName": stack_name, "apiKey": chosen})
+    return chosen
+
+
+def read_api_key(root: Path, stack_name: str) -> str | None:
+    """The key stored for a local stack, or None."""
+    return _read_key_file(api_key_file(root, stack_name)).get("apiKey") or None
+
+
+def remember_api_url(root: Path, stack_name: str, api_url: str) -> None:
+    """Record which URL the stack's key belongs to, so an ApiClient for that URL finds it."""
+    path = api_key_file(root, stack_name)
+    data = _read_key_file(path)
+    if data.get("apiKey") and data.get("apiUrl") != api_url:
+        _write_key_file(path, {**data, "apiUrl": api_url})
+
+
+def stored_api_key(base_url: str, root: Path | None = None) -> str | None:
+    """The key `stack up` stored for the stack serving ``base_url``, if this checkout deployed it."""
+    if root is None:
+        from pdfbatch.ops.localstack import LocalStackError, find_root
+
+        try:
+            root = find_root()
+        except LocalStackError:
+            return None  # not run from a checkout: no local stacks of ours
+    wanted = base_url.rstrip("/")
+    for path in sorted((root / API_KEYS_DIR).glob("*.json")):
+        data = _read_key_file(path)
+        if data.get("apiUrl", "").rstrip("/") == wanted and data.get("apiKey"):
+            return data["apiKey"]
+    return None
 
 
 def stack_outputs(stack_name: str, endpoint_url: str | None, region: str) -> dict[str, str]:

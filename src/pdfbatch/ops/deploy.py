@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pdfbatch.config import DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL
+from pdfbatch.ops.api import local_api_key, remember_api_url
 from pdfbatch.ops.build import Artefact, BuildError, build, project_root
 
 TEMPLATE = Path("infra") / "template.yaml"
@@ -59,6 +60,9 @@ class DeployParams:
     max_receive_count: int = 5
     log_level: str = "INFO"
     bucket_name: str = ""  # empty: {stack}-{account}-{region}
+    # The REST API's shared secret (PDFBATCH_API_KEY). Empty: on LocalStack the stack's stored key (one is
+    # generated on the first deploy); on AWS a deploy without one is refused.
+    api_key: str = field(default="", repr=False)
     extra: Mapping[str, str] = field(default_factory=dict)  # any other template parameter
 
     @classmethod
@@ -69,6 +73,7 @@ class DeployParams:
             "mysql_url": e.get("PDFBATCH_MYSQL_URL") or DEFAULT_MYSQL_URL,
             "redis_url": e.get("PDFBATCH_REDIS_URL") or DEFAULT_REDIS_URL,
             "log_level": e.get("PDFBATCH_LOG_LEVEL") or "INFO",
+            "api_key": e.get("PDFBATCH_API_KEY") or "",
         }
         values.update(overrides)
         return cls(**values)
@@ -83,6 +88,8 @@ class DeployParams:
             "LogLevel": self.log_level,
             "BucketName": self.bucket_name,
         }
+        if self.api_key:
+            params["ApiKey"] = self.api_key
         params.update(self.extra)
         return params
 
@@ -320,6 +327,11 @@ def deploy(
     template_body = (root / TEMPLATE).read_text()
     if len(template_body.encode()) > _MAX_TEMPLATE_BODY:
         raise DeployError(f"{TEMPLATE} exceeds CloudFormation's {_MAX_TEMPLATE_BODY}-byte inline limit")
+    if not endpoint_url and not params.api_key and not params.extra.get("ApiKey"):
+        raise DeployError(
+            "set PDFBATCH_API_KEY to the REST API's secret (at least 16 characters), e.g. the output of "
+            "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+        )
 
     t0 = time.monotonic()
     if artefacts is None:
@@ -341,6 +353,8 @@ def deploy(
     parameters.update({CODE_KEY_PARAMS[fn]: key for fn, key in keys.items()})
     if endpoint_url:
         parameters.setdefault("PublicEndpointUrl", endpoint_url)
+        # Kept in a git-ignored file so every later deploy (and every ApiClient) uses the same key.
+        parameters["ApiKey"] = local_api_key(root, stack_name, parameters.get("ApiKey"))
     action, stack = apply_stack(
         cfn,
         stack_name,
@@ -363,6 +377,7 @@ def deploy(
             client("lambda"), outputs["ProcessPdfFunctionName"], params.process_concurrency
         )
         outputs["LocalApiUrl"] = f"{endpoint_url.rstrip('/')}/_aws/execute-api/{outputs['ApiId']}/v1/"
+        remember_api_url(root, stack_name, outputs["LocalApiUrl"])
     outputs["ArtifactsBucket"] = artifacts_bucket
     log(
         f"stack {stack_name} {action} ({stack['StackStatus']}): build {t_build - t0:.1f} s, "

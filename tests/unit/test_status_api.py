@@ -1,0 +1,283 @@
+"""The status REST API through its Lambda handler, over fakes of MySQL/Redis and moto S3.
+
+Access control on every route, and every answer (success or error) held to the OpenAPI document.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+import boto3
+import pytest
+
+from fakes import FakeClock, FakeLedger, FakeProgress
+from fixtures import pdfs
+from fixtures.apigw import TEST_API_KEY, Context, api_event, header, load_handler
+from fixtures.openapi import SPEC_FILE, check_response
+from fixtures.pipeline import drain, process_all, receive_all, upload
+from fixtures.zips import zipfile_zip as make_zip
+from pdfbatch import bootstrap, services
+from pdfbatch.adapters.s3 import S3Store
+from pdfbatch.adapters.sqs import SqsQueue
+from pdfbatch.config import Settings
+from pdfbatch.model import describe
+from pdfbatch.services import Deps
+
+BUCKET = "pdfbatch-api-unit"
+UNKNOWN = "0" * 32
+PROTECTED = [
+    ("POST", "/batches", None),
+    ("GET", "/batches", {"key": "uploads/drop.zip"}),
+    ("GET", f"/batches/{UNKNOWN}", None),
+    ("GET", f"/batches/{UNKNOWN}/files", None),
+]
+# What each protected route answers with the right key and nothing behind it.
+ANSWER_WITH_KEY = {"/batches": {"POST": 201, "GET": 200}, "": {"GET": 404}}
+
+resume = functools.cache(pdfs.resume_pdf)
+text_pdf = functools.cache(lambda text: pdfs.text_pdf([text]))
+
+
+@dataclass
+class Answer:
+    status: int
+    body: Any
+    raw: dict[str, Any]
+
+    def header(self, name: str) -> str | None:
+        return header(self.raw, name)
+
+
+@pytest.fixture()
+def deps(moto_aws: None) -> Iterator[Deps]:
+    """FakeLedger and FakeProgress on a still clock, moto S3 and SQS, the status handler wired to them."""
+    session = boto3.session.Session(region_name="us-east-1")
+    s3, sqs = session.client("s3"), session.client("sqs")
+    s3.create_bucket(Bucket=BUCKET)
+    queue_url = sqs.create_queue(QueueName="work")["QueueUrl"]
+    clock = FakeClock()
+    ledger = FakeLedger(clock)
+    d = Deps(
+        settings=Settings(bucket=BUCKET, queue_url=queue_url, stage_workers=2, api_key=TEST_API_KEY),
+        store=S3Store(s3),
+        ledger=ledger,
+        users=ledger,
+        progress=FakeProgress(),
+        queue=SqsQueue(sqs, queue_url, sleep=lambda _: None),
+        clock=clock,
+    )
+    bootstrap.override(d)
+    yield d
+    bootstrap.override(None)
+
+
+@pytest.fixture(scope="module")
+def status() -> Any:
+    return load_handler("status")
+
+
+def call(
+    status: Any,
+    method: str,
+    path: str,
+    query: dict[str, str] | None = None,
+    api_key: str | None = TEST_API_KEY,
+    headers: dict[str, str] | None = None,
+) -> Answer:
+    """Invoke the handler; every answer must match the OpenAPI document."""
+    raw = status.handler(api_event(method, path, query, api_key=api_key, headers=headers), Context())
+    content_type = header(raw, "Content-Type") or ""
+    body = json.loads(raw["body"]) if content_type.startswith("application/json") else raw["body"]
+    flat = {k: v for k, v in (raw.get("headers") or {}).items()}
+    check_response(method, path, raw["statusCode"], body, flat)
+    return Answer(raw["statusCode"], body, raw)
+
+
+# --- access control ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("method", "path", "query"), PROTECTED)
+def test_a_request_without_the_key_is_401_with_a_json_error(
+    deps: Deps, status: Any, method: str, path: str, query: dict[str, str] | None
+) -> None:
+    answer = call(status, method, path, query, api_key=None)
+    assert answer.status == 401
+    assert answer.body["error"] == "unauthorized"
+    assert answer.header("WWW-Authenticate") == 'ApiKey header="x-api-key"'
+
+
+@pytest.mark.parametrize(("method", "path", "query"), PROTECTED)
+@pytest.mark.parametrize(
+    "wrong", ["", TEST_API_KEY[:-1], TEST_API_KEY + "x", TEST_API_KEY.upper(), "é" * 30], ids=repr
+)
+def test_a_request_with_a_wrong_key_is_403_and_does_nothing(
+    deps: Deps, status: Any, method: str, path: str, query: dict[str, str] | None, wrong: str
+) -> None:
+    answer = call(status, method, path, query, api_key=wrong)
+    # An empty header counts as no key at all.
+    expected = (401, "unauthorized") if not wrong else (403, "forbidden")
+    assert (answer.status, answer.body["error"]) == expected
+    assert isinstance(deps.ledger, FakeLedger) and deps.ledger.batches == {}
+
+
+@pytest.mark.parametrize(("method", "path", "query"), PROTECTED)
+def test_the_right_key_reaches_the_route(
+    deps: Deps, status: Any, method: str, path: str, query: dict[str, str] | None
+) -> None:
+    answer = call(status, method, path, query)
+    expected = ANSWER_WITH_KEY["/batches" if path == "/batches" else ""][method]
+    assert answer.status == expected, answer.body
+
+
+def test_the_key_header_name_is_case_insensitive(deps: Deps, status: Any) -> None:
+    answer = call(status, "POST", "/batches", api_key=None, headers={"X-API-Key": TEST_API_KEY})
+    assert answer.status == 201
+
+
+def test_the_page_and_the_openapi_document_need_no_key(deps: Deps, status: Any) -> None:
+    page = call(status, "GET", "/", api_key=None)
+    assert page.status == 200
+    assert (page.header("Content-Type") or "").startswith("text/html")
+    assert "<title>pdfbatch" in page.body
+    assert "script-src 'sha256-" in (page.header("Content-Security-Policy") or "")
+    doc = call(status, "GET", "/openapi.json", api_key=None)
+    assert doc.status == 200
+    assert doc.body == json.loads(SPEC_FILE.read_text())
+
+
+def test_without_a_configured_key_the_api_refuses_everything_but_the_page(deps: Deps, status: Any) -> None:
+    # GIVEN a function deployed without PDFBATCH_API_KEY
+    bootstrap.override(replace(deps, settings=replace(deps.settings, api_key="")))
+    # THEN protected routes refuse, whatever key is sent, and the page still loads
+    for key in (None, TEST_API_KEY, ""):
+        answer = call(status, "POST", "/batches", api_key=key)
+        assert (answer.status, answer.body["error"]) == (500, "not_configured")
+    assert call(status, "GET", "/", api_key=None).status == 200
+
+
+# --- every answer of a batch's life matches the OpenAPI document ---------------------------------
+
+
+def test_a_batch_seen_through_the_api_matches_the_openapi_document(deps: Deps, status: Any) -> None:
+    assert isinstance(deps.ledger, FakeLedger) and isinstance(deps.clock, FakeClock)
+    clock = deps.clock
+    user = deps.ledger.add_user("ada@example.com")
+    # GIVEN a batch created through the API, whose ZIP arrives 5 s later
+    created = call(status, "POST", "/batches")
+    assert created.status == 201
+    batch_id = created.body["batchId"]
+    pending = call(status, "GET", f"/batches/{batch_id}")
+    assert pending.body["status"] == "PENDING" and pending.header("Retry-After") == "1"
+    assert pending.body["durations"] == dict.fromkeys(
+        ("queuedSeconds", "unzipSeconds", "processingSeconds", "totalSeconds")
+    )
+    clock.advance(5)
+    evil = '<img src=x onerror="alert(1)">.pdf'
+    data = make_zip(
+        [
+            ("cv/ada.pdf", resume("Ada", "ada@example.com")),
+            ("cv/none.pdf", text_pdf("no address here")),
+            ("broken.pdf", b"%PDF-1.7 not really"),
+            (evil, text_pdf("nothing")),
+            ("notes.txt", b"not a pdf"),
+        ]
+    )
+    services.stage_zip(deps, upload(deps, data, key=created.body["key"]))
+    # WHEN the files are processed, one second apart, and the API is asked along the way
+    msgs = sorted(receive_all(deps), key=lambda m: m["index"])
+    process_all(deps, msgs[:1])
+    clock.advance(1)
+    process_all(deps, msgs[1:2])
+    running = call(status, "GET", f"/batches/{batch_id}")
+    clock.advance(2)
+    process_all(deps, msgs[2:])
+    done = call(status, "GET", f"/batches/{batch_id}")
+    # THEN the running batch has a rate, an ETA and a poll hint, and the stage timings fill in
+    assert running.body["status"] == "PROCESSING" and running.header("Retry-After") == "1"
+    assert (running.body["processed"], running.body["percent"], running.body["etaSeconds"]) == (2, 50.0, 2.0)
+    assert running.body["filesPerSecond"] == 1.0
+    assert done.body["status"] == "COMPLETED" and done.header("Retry-After") is None
+    assert (done.body["etaSeconds"], done.body["filesPerSecond"]) == (None, None)
+    assert done.body["durations"] == {
+        "queuedSeconds": 5.0,
+        "unzipSeconds": 0.0,
+        "processingSeconds": 3.0,
+        "totalSeconds": 8.0,
+    }
+    assert done.body["reasons"] == {"matched": 1, "no_email": 2, "malformed_pdf": 1}
+    # and the files not linked each carry the sentence for their reason
+    page = call(status, "GET", f"/batches/{batch_id}/files", {"outcome": "not_linked"})
+    assert {(f["name"], f["reasonText"]) for f in page.body["items"]} == {
+        ("cv/none.pdf", describe("no_email")),
+        ("broken.pdf", describe("malformed_pdf")),
+        (evil, describe("no_email")),
+    }
+    linked = call(status, "GET", f"/batches/{batch_id}/files", {"outcome": "linked"}).body["items"]
+    assert [(f["name"], f["userId"]) for f in linked] == [("cv/ada.pdf", user)]
+    first = call(status, "GET", f"/batches/{batch_id}/files", {"limit": "2"})
+    assert first.body["nextCursor"] is not None
+    found = call(status, "GET", "/batches", {"key": created.body["key"]})
+    assert [b["batchId"] for b in found.body["batches"]] == [batch_id]
+    # and once the live counters expire, the ledger gives the same answer
+    assert isinstance(deps.progress, FakeProgress)
+    deps.progress.expire(batch_id)
+    stored = call(status, "GET", f"/batches/{batch_id}")
+    assert stored.body["source"] == "ledger"
+    same = ("status", "processed", "reasons", "startedAt", "unpackedAt", "durations", "percent")
+    assert {k: stored.body[k] for k in same} == {k: done.body[k] for k in same}
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "query", "code"),
+    [
+        ("GET", "/batches", None, 400),
+        ("GET", "/batches", {"key": "elsewhere/x.zip"}, 400),
+        ("GET", f"/batches/{UNKNOWN}/files", {"limit": "lots"}, 400),
+        ("GET", "/batches/not-an-id", None, 404),
+    ],
+)
+def test_errors_match_the_openapi_document(
+    deps: Deps, status: Any, method: str, path: str, query: dict[str, str] | None, code: int
+) -> None:
+    assert call(status, method, path, query).status == code
+
+
+def test_files_with_a_bad_filter_or_cursor_are_400(deps: Deps, status: Any) -> None:
+    report = services.stage_zip(deps, upload(deps, make_zip([("a.pdf", text_pdf("x"))])))
+    for query in ({"outcome": "deleted"}, {"cursor": "abc"}):
+        answer = call(status, "GET", f"/batches/{report.batch_id}/files", query)
+        assert (answer.status, answer.body["error"]) == (400, "invalid_input")
+
+
+def test_a_failed_batch_says_why_in_a_sentence(deps: Deps, status: Any) -> None:
+    report = services.stage_zip(deps, upload(deps, b"PK\x03\x04 this is no zip"))
+    body = call(status, "GET", f"/batches/{report.batch_id}").body
+    assert (body["status"], body["reason"], body["reasonText"]) == (
+        "FAILED",
+        "corrupt_zip",
+        describe("corrupt_zip"),
+    )
+
+
+def test_reason_counts_equal_the_ledger_after_the_counters_are_rebuilt(deps: Deps, status: Any) -> None:
+    # GIVEN a batch half processed when its Redis hash expires
+    entries = [(f"{i}.pdf", text_pdf("none") if i % 3 else b"junk") for i in range(9)]
+    report = services.stage_zip(deps, upload(deps, make_zip(entries)))
+    msgs = sorted(receive_all(deps), key=lambda m: m["index"])
+    process_all(deps, msgs[:4])
+    assert isinstance(deps.progress, FakeProgress)
+    deps.progress.expire(report.batch_id)
+    # WHEN the rest is processed (the first count rebuilds the hash from the ledger)
+    process_all(deps, msgs[4:])
+    drain(deps)
+    # THEN the live per-reason counts are the ledger's
+    body = call(status, "GET", f"/batches/{report.batch_id}").body
+    ledger = Counter(r.reason for r in services.iter_all_files(deps, report.batch_id))
+    assert body["source"] == "live" and body["status"] == "COMPLETED"
+    assert body["reasons"] == dict(ledger) == {"no_email": 6, "malformed_pdf": 3}
+    assert body["startedAt"] is not None
