@@ -256,6 +256,37 @@ class FakeLedger:
             for r in sorted(rows, key=lambda r: r.index)
         ]
 
+    def set_timings(self, batch_id: str, index: int, timings: Mapping[str, float]) -> None:
+        """Replace the timings of a recorded entry."""
+        with self._lock:
+            row = self.files.get((batch_id, index))
+            if row is not None and row.outcome is not None:
+                self.files[(batch_id, index)] = replace(row, timings=json.loads(json.dumps(dict(timings))))
+
+    def reopen_batch(self, batch_id: str) -> bool:
+        """COMPLETED goes back to PROCESSING, its summary cleared; other statuses are kept."""
+        with self._lock:
+            batch = self.batches.get(batch_id)
+            if batch is None or batch.status != "COMPLETED":
+                return False
+            self._update_batch(
+                batch_id, status="PROCESSING", counts={}, completed_at=None, updated_at=self._clock()
+            )
+            return True
+
+    def reopen_file(self, batch_id: str, index: int, outcome: str, reason: str) -> bool:
+        """Clear a recorded outcome other than linked if it is still the one given; keep attempts."""
+        with self._lock:
+            row = self.files.get((batch_id, index))
+            if row is None or row.kind != "pdf" or row.outcome == "linked":
+                return False
+            if (row.outcome, row.reason) != (outcome, reason):
+                return False
+            self.files[(batch_id, index)] = replace(
+                row, outcome=None, reason=None, user_id=None, final_key=None, timings={}, finished_at=None
+            )
+            return True
+
 
 class FakeProgress:
     """ports.Progress in memory: each method is the matching Lua script of adapters/redis.py.
@@ -366,6 +397,26 @@ class FakeProgress:
                 self.hashes[batch_id] = {k: _encode(v) for k, v in fields.items()}
             self.done[batch_id] = {str(i) for i in done}
             return True
+
+    def uncount(self, batch_id: str, index: int, outcome: str, reason: str, now: float) -> tuple[bool, str]:
+        """Take one counted file back out (counters never below 0); a COMPLETED batch is PROCESSING again."""
+        ts = _ts(now)
+        with self._lock:
+            h = self.hashes.get(batch_id)
+            if h is None:
+                raise ProgressMissing(batch_id)
+            done = self.done.setdefault(batch_id, set())
+            removed = str(index) in done
+            if removed:
+                done.discard(str(index))
+                for name in ("processed", outcome, f"reason:{reason}"):
+                    if int(h.get(name, "0")) > 0:
+                        h[name] = str(int(h[name]) - 1)
+            if h.get("status") == "COMPLETED":
+                h["status"] = "PROCESSING"
+                h.pop("completedAt", None)
+            h["updatedAt"] = ts
+            return removed, str(h.get("status"))
 
 
 def _ci(email: str) -> str:

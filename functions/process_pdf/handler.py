@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
@@ -14,9 +15,12 @@ from pdfbatch import services
 from pdfbatch.bootstrap import get_deps
 from pdfbatch.errors import InvalidInput
 from pdfbatch.logs import logger
+from pdfbatch.metrics import metrics, queue_age
 from pdfbatch.model import FileTask
 
-processor = BatchProcessor(event_type=EventType.SQS)
+# Every record failing is still a partial response (all ids listed), not an invocation error: SQS
+# treats both alike, and the function's error metric then means a crash, not a bad batch.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 def record_handler(record: SQSRecord) -> None:
@@ -27,22 +31,29 @@ def record_handler(record: SQSRecord) -> None:
     except (InvalidInput, ValueError):
         logger.error("malformed work message dropped", extra={"message_id": record.message_id})
         return
+    logger.append_keys(batch_id=task.batch_id, file_index=task.index)  # on every line, the handler's too
+    attrs = record.attributes  # .get: a test or replayed event may lack some attributes
+    queue_age(time.time(), attrs.get("SentTimestamp"), attrs.get("ApproximateFirstReceiveTimestamp"))
     receive_count = int(record.attributes.approximate_receive_count or 1)
     try:
         services.process_file(deps, task)
     except Exception:
-        # Anything a retry may fix propagates, so SQS redelivers; on the last receive the file is
-        # recorded failed instead, so its batch still finishes.
+        # Anything a retry may fix propagates, so SQS redelivers. On the last receive the file is
+        # recorded failed/gave_up, so its batch still finishes, and the message still fails, so SQS
+        # moves it to the DLQ, from where `pdfbatch dlq --redrive` can run it again once fixed.
         if receive_count < deps.settings.max_receive_count:
             logger.exception("file attempt failed; will be retried", extra={"receive_count": receive_count})
             services.retry_later(deps, record.receipt_handle, receive_count)  # exponential backoff
             raise
         logger.exception("file failed on its last delivery", extra={"receive_count": receive_count})
         services.give_up(deps, task)
+        services.dead_letter_now(deps, record.receipt_handle)
+        raise
     finally:
         logger.remove_keys(["batch_id", "file_index"])
 
 
+@metrics.log_metrics(capture_cold_start_metric=True)
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     """Entry point: Powertools reports the failed message ids as batchItemFailures."""

@@ -18,6 +18,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pdfbatch import services
 from pdfbatch.bootstrap import get_deps
 from pdfbatch.logs import logger
+from pdfbatch.metrics import metrics
 
 processor = BatchProcessor(event_type=EventType.SQS)
 
@@ -70,6 +71,7 @@ def failed_event(record: SQSRecord) -> None:
         logger.remove_keys(["batch_id"])
 
 
+@metrics.log_metrics
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """S3 events are staged; unzip DLQ messages (SQS) fail their batches, reporting partial failures."""

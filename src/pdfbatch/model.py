@@ -70,6 +70,12 @@ REASON_OUTCOME: dict[str, str] = {
 }
 
 
+# Failed at unzip, before anything was staged: re-running them could only report the staged copy missing.
+UNSTAGED_REASONS = frozenset(
+    {Reason.TOO_LARGE, Reason.ENCRYPTED_ZIP_ENTRY, Reason.CORRUPT_ENTRY, Reason.UNSUPPORTED_COMPRESSION}
+)
+
+
 class BatchStatus(enum.StrEnum):
     """Lifecycle of a batch: PENDING (id handed out, nothing unpacked) -> PROCESSING -> final."""
 

@@ -197,6 +197,21 @@ class Ledger(Protocol):
         """Indices of PDF entries that already have an outcome."""
         ...
 
+    def set_timings(self, batch_id: str, index: int, timings: Mapping[str, float]) -> None:
+        """Replace the per-stage timings of a recorded entry (the last stage is timed after its write)."""
+        ...
+
+    def reopen_batch(self, batch_id: str) -> bool:
+        """A COMPLETED batch goes back to PROCESSING (summary cleared); True if it was COMPLETED."""
+        ...
+
+    def reopen_file(self, batch_id: str, index: int, outcome: str, reason: str) -> bool:
+        """Clear a recorded, not linked outcome if it is still ``outcome``/``reason``; True if cleared.
+
+        The attempt count is kept, so it stays the number of times the file was ever tried.
+        """
+        ...
+
     def done_files(self, batch_id: str) -> list[DoneFile]:
         """Every PDF entry with an outcome, read at one instant (counts and indices must agree)."""
         ...
@@ -229,4 +244,39 @@ class Progress(Protocol):
 
     def rebuild(self, batch_id: str, fields: Mapping[str, str | int | float], done: Sequence[int]) -> bool:
         """Recreate an expired hash from the ledger unless it exists again; True if rebuilt."""
+        ...
+
+    def uncount(self, batch_id: str, index: int, outcome: str, reason: str, now: float) -> tuple[bool, str]:
+        """Undo count(): (was it counted, status); COMPLETED is PROCESSING again. ProgressMissing if gone."""
+        ...
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """One message received from a dead-letter queue."""
+
+    message_id: str
+    receipt_handle: str
+    body: str
+    receive_count: int
+    sent_at: float | None  # epoch seconds
+
+
+class DeadLetters(Protocol):
+    """The work queue's dead-letter queue, as the operator's commands use it."""
+
+    def approximate_count(self) -> int:
+        """Messages in the queue (SQS's approximate count, visible or not)."""
+        ...
+
+    def receive(self, max_messages: int, visibility_timeout: int) -> list[DeadLetter]:
+        """Up to ``max_messages`` (at most 10) messages, hidden for ``visibility_timeout`` seconds."""
+        ...
+
+    def release(self, letters: Sequence[DeadLetter]) -> None:
+        """Make received messages visible again at once."""
+        ...
+
+    def delete(self, letters: Sequence[DeadLetter]) -> None:
+        """Delete received messages."""
         ...

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 import random
 import re
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from pdfbatch import archive, pdf
+from pdfbatch import archive, metrics, pdf
 from pdfbatch.config import Settings
 from pdfbatch.errors import (
     ArchiveRejected,
@@ -30,6 +32,7 @@ from pdfbatch.model import (
     COUNTED_OUTCOMES,
     FINAL_STATUSES,
     IGNORED,
+    UNSTAGED_REASONS,
     BatchStatus,
     FileResult,
     FileTask,
@@ -40,7 +43,17 @@ from pdfbatch.model import (
     is_batch_id,
     staging_key,
 )
-from pdfbatch.ports import FileRow, Ledger, NewEntry, ObjectStore, Progress, Users, WorkQueue
+from pdfbatch.ports import (
+    DeadLetter,
+    DeadLetters,
+    FileRow,
+    Ledger,
+    NewEntry,
+    ObjectStore,
+    Progress,
+    Users,
+    WorkQueue,
+)
 
 UNZIP_FAILED = "unzip_failed"  # batch reason: its S3 event failed every unzip attempt (unzip DLQ)
 UPLOAD_KEY_RE = re.compile(r"^uploads/([0-9a-f]{32})\.zip$")
@@ -227,6 +240,7 @@ def stage_zip(deps: Deps, upload: Upload) -> StageReport:
     deps.ledger.mark_unpacked(batch_id)
     report.status = _mark_unpacked(deps, batch_id, plan.total_files)
     report.seconds["total"] = time.monotonic() - t0
+    metrics.zip_unpacked(report.staged, report.rejected, report.seconds)
     logger.info(
         "zip unpacked",
         extra={
@@ -353,6 +367,7 @@ def process_file(deps: Deps, task: FileTask) -> FileRow | None:
         _count(deps, row)
         logger.info("already recorded; redelivery counted once", extra={"outcome": row.outcome})
         return row
+    started = time.monotonic()
     attempt = deps.ledger.begin_attempt(task.batch_id, task.index)
     timings: dict[str, float] = {}
 
@@ -360,7 +375,7 @@ def process_file(deps: Deps, task: FileTask) -> FileRow | None:
     try:
         data = deps.store.get_bytes(task.bucket, task.staging_key)
     except NotFound:
-        return _finish(deps, task, FileResult(Outcome.FAILED, Reason.MISSING_OBJECT))
+        return _finish(deps, task, FileResult(Outcome.FAILED, Reason.MISSING_OBJECT), started)
     timings["download"] = time.monotonic() - t
     sha = hashlib.sha256(data).hexdigest()
 
@@ -373,7 +388,9 @@ def process_file(deps: Deps, task: FileTask) -> FileRow | None:
         )
     except PdfRejected as exc:
         timings["extract"] = time.monotonic() - t - timings["download"]
-        return _finish(deps, task, FileResult(Outcome.FAILED, exc.reason, sha256=sha, detail=timings))
+        return _finish(
+            deps, task, FileResult(Outcome.FAILED, exc.reason, sha256=sha, detail=timings), started
+        )
     timings["validate"] = getattr(scan, "validate_seconds", 0.0)
     timings["extract"] = scan.extract_seconds
     timings["match"] = scan.lookup_seconds
@@ -381,7 +398,7 @@ def process_file(deps: Deps, task: FileTask) -> FileRow | None:
 
     if scan.reason != Reason.MATCHED or scan.match is None:
         result = FileResult(Outcome.SKIPPED_NO_MATCH, str(scan.reason), sha256=sha, detail=timings)
-        return _finish(deps, task, result)
+        return _finish(deps, task, result, started)
 
     user = scan.match
     if user.pdf_url:
@@ -392,7 +409,7 @@ def process_file(deps: Deps, task: FileTask) -> FileRow | None:
         result = FileResult(
             Outcome.SKIPPED_ALREADY_EXISTS, Reason.ALREADY_LINKED, user_id=user.id, sha256=sha, detail=timings
         )
-        return _finish(deps, task, result)
+        return _finish(deps, task, result, started)
 
     key = final_key(user.id, sha)
     url = s.pdf_url(key)
@@ -408,9 +425,19 @@ def process_file(deps: Deps, task: FileTask) -> FileRow | None:
     if won:
         stored = deps.ledger.get_file(task.batch_id, task.index)
         assert stored is not None
+        t = time.monotonic()
         _count(deps, stored)
+        timings["count"] = time.monotonic() - t
+        timings["total"] = time.monotonic() - started
+        _keep_timings(deps, stored, timings)
         logger.info(
-            "file processed", extra={"outcome": stored.outcome, "reason": stored.reason, "attempt": attempt}
+            "file processed",
+            extra={
+                "outcome": stored.outcome,
+                "reason": stored.reason,
+                "attempt": attempt,
+                "timings_ms": _ms(timings),
+            },
         )
         return stored
     # Someone else linked this user (another file, or another delivery of this one). Remove our
@@ -419,7 +446,7 @@ def process_file(deps: Deps, task: FileTask) -> FileRow | None:
     result = FileResult(
         Outcome.SKIPPED_ALREADY_EXISTS, Reason.ALREADY_LINKED, user_id=user.id, sha256=sha, detail=timings
     )
-    return _finish(deps, task, result)
+    return _finish(deps, task, result, started)
 
 
 def _drop_copy_unless_linked(deps: Deps, bucket: str, key: str, current_url: str | None) -> None:
@@ -433,11 +460,33 @@ def _drop_copy_unless_linked(deps: Deps, bucket: str, key: str, current_url: str
         logger.info("unlinked copy removed")
 
 
-def _finish(deps: Deps, task: FileTask, result: FileResult) -> FileRow:
+def _finish(deps: Deps, task: FileTask, result: FileResult, started: float) -> FileRow:
+    timings = dict(result.detail)
+    t = time.monotonic()
     stored = deps.ledger.record(task.batch_id, task.index, result)
+    timings["update"] = time.monotonic() - t
     _count(deps, stored)
-    logger.info("file processed", extra={"outcome": stored.outcome, "reason": stored.reason})
+    timings["count"] = time.monotonic() - t - timings["update"]
+    timings["total"] = time.monotonic() - started
+    if (stored.outcome, stored.reason) == (result.outcome, result.reason):
+        _keep_timings(deps, stored, timings)
+    logger.info(
+        "file processed",
+        extra={"outcome": stored.outcome, "reason": stored.reason, "timings_ms": _ms(timings)},
+    )
     return stored
+
+
+def _keep_timings(deps: Deps, stored: FileRow, timings: Mapping[str, float]) -> None:
+    # The ledger row was written before its own write could be timed: store the full timings now
+    # (what `pdfbatch report` reads), and emit them as metrics once, for the invocation that recorded it.
+    deps.ledger.set_timings(stored.batch_id, stored.index, timings)
+    metrics.file_recorded(stored.outcome or "", stored.reason or "", timings)
+
+
+def _ms(timings: Mapping[str, float]) -> dict[str, float]:
+    # Per-file stage timings for the log line (the ledger's copy is written before counting).
+    return {k: round(v * 1000, 2) if k != "pages" else v for k, v in timings.items()}
 
 
 def give_up(deps: Deps, task: FileTask, reason: str = Reason.GAVE_UP) -> FileRow | None:
@@ -447,6 +496,8 @@ def give_up(deps: Deps, task: FileTask, reason: str = Reason.GAVE_UP) -> FileRow
         return None
     stored = deps.ledger.record(task.batch_id, task.index, _failed(reason))
     _count(deps, stored)
+    if stored.reason == reason:
+        metrics.file_recorded(stored.outcome or "", stored.reason, {})
     logger.error("file given up after repeated failures", extra={"outcome": stored.outcome})
     return stored
 
@@ -501,6 +552,20 @@ def abandon_upload(deps: Deps, upload: Upload, reason: str = UNZIP_FAILED) -> st
     fail_batch(deps, batch_id, reason)
     logger.error("unzip gave up on this upload; batch failed", extra={"reason": reason})
     return BatchStatus.FAILED
+
+
+def dead_letter_now(deps: Deps, receipt_handle: str) -> None:
+    """After a failed last receive: visible again now, so SQS moves it to the DLQ at its next receive.
+
+    Without this it would wait out the queue's visibility timeout first (the file is already recorded).
+    """
+    if deps.queue is None:
+        logger.warning("no work queue configured (PDFBATCH_QUEUE_URL); the DLQ gets it after the timeout")
+        return
+    try:
+        deps.queue.retry_later(receipt_handle, 0)
+    except DependencyUnavailable as exc:
+        logger.warning("message not released to the DLQ early", extra={"dependency": exc.dependency})
 
 
 def _record_and_count(deps: Deps, batch_id: str, index: int, result: FileResult) -> FileRow:
@@ -577,6 +642,11 @@ def batch_status(deps: Deps, batch_id: str) -> dict[str, Any]:
     counts = dict(batch.counts) if batch.status in FINAL_STATUSES and batch.counts else None
     if counts is None:
         counts = deps.ledger.outcome_counts(batch_id)
+        if batch.unpacked_at and batch.total_files is not None and counts["processed"] >= batch.total_files:
+            # Every file has its outcome but the summary write of the last count was lost (MySQL
+            # failed on every delivery of that message, and Redis then expired): finish it now.
+            _write_summary(deps, batch_id, BatchStatus.COMPLETED, None)
+            batch = deps.ledger.get_batch(batch_id) or batch
     body = _shape(
         batch_id,
         status=batch.status,
@@ -770,3 +840,284 @@ def _float(value: str | None) -> float | None:
         return float(value) if value not in (None, "") else None
     except ValueError:
         return None
+
+
+# ---------------------------------------------------------------------------------------------
+# operator commands: retry, dead letters, report
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RetryReport:
+    """What one `pdfbatch retry` did."""
+
+    batch_id: str
+    reopened: list[int] = field(default_factory=list)  # outcomes cleared and un-counted
+    resent: list[int] = field(default_factory=list)  # messages sent (the reopened and the pending)
+    kept: dict[str, int] = field(default_factory=dict)  # outcome/reason -> files left as they were
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON shape of the CLI."""
+        return {
+            "batchId": self.batch_id,
+            "reopened": len(self.reopened),
+            "resent": len(self.resent),
+            "kept": dict(sorted(self.kept.items())),
+        }
+
+
+def retry_batch(deps: Deps, batch_id: str, *, failed_only: bool = False) -> RetryReport:
+    """Run a batch's files again from staging, counted correctly (e.g. after fixing a user's email).
+
+    Re-runs every file that was not linked (``failed_only``: only the failed ones) and re-sends the
+    pending ones. Linked files are never re-run: their user already points at them. Failures decided
+    at unzip (too large, damaged entry, ...) were never staged and are kept. Safe to run again.
+    """
+    batch = deps.ledger.get_batch(batch_id) if is_batch_id(batch_id) else None
+    if batch is None:
+        raise NotFound("no such batch")
+    if batch.status == BatchStatus.FAILED:
+        raise InvalidInput(
+            f"batch {batch_id} FAILED as a whole ({batch.reason}): no file was unpacked; upload the ZIP again"
+        )
+    if batch.total_files is None:
+        raise InvalidInput(f"batch {batch_id} has not been unpacked yet")
+    if deps.queue is None:
+        raise InvalidInput("retry needs the work queue (PDFBATCH_QUEUE_URL)")
+    logger.append_keys(batch_id=batch_id)
+    report = RetryReport(batch_id)
+    recorded: list[FileRow] = []
+    pending: list[FileRow] = []
+    for row in iter_all_files(deps, batch_id):
+        if row.kind != "pdf":
+            continue
+        if row.outcome is None:
+            if failed_only:
+                report.kept["pending"] = report.kept.get("pending", 0) + 1
+            else:
+                pending.append(row)
+        elif _retryable(row, failed_only):
+            recorded.append(row)
+        else:
+            key = f"{row.outcome}/{row.reason}"
+            report.kept[key] = report.kept.get(key, 0) + 1
+    reopened = reopen_files(deps, batch_id, recorded)
+    report.reopened = [r.index for r in reopened]
+    tasks = [
+        FileTask(batch_id, r.index, staging_key(batch_id, r.index), batch.bucket) for r in reopened + pending
+    ]
+    deps.queue.send_tasks(tasks)
+    report.resent = [t.index for t in tasks]
+    logger.info("batch retried", extra=report.as_dict())
+    return report
+
+
+def _retryable(row: FileRow, failed_only: bool) -> bool:
+    if row.outcome == Outcome.LINKED or row.reason in UNSTAGED_REASONS:
+        return False
+    return not failed_only or row.outcome == Outcome.FAILED
+
+
+def reopen_files(deps: Deps, batch_id: str, rows: Sequence[FileRow]) -> list[FileRow]:
+    """Take recorded files back to "no outcome", un-counted, their batch PROCESSING; return those reopened.
+
+    Ledger first, guarded by the outcome it clears, so of two concurrent reopeners only one un-counts
+    (with the outcome it cleared); the Lua un-count is guarded by the done set. Linked rows never reopen.
+    """
+    if not rows:
+        return []
+    deps.ledger.reopen_batch(batch_id)
+    reopened: list[FileRow] = []
+    for row in rows:
+        assert row.outcome is not None and row.reason is not None
+        if not deps.ledger.reopen_file(batch_id, row.index, row.outcome, row.reason):
+            continue  # changed meanwhile (another retry reopened it): theirs to un-count
+        try:
+            deps.progress.uncount(batch_id, row.index, row.outcome, row.reason, deps.clock())
+        except ProgressMissing:
+            # Expired: rebuilt from the ledger, where the row is already open, so only the status moves.
+            _rebuild_progress(deps, batch_id)
+            deps.progress.uncount(batch_id, row.index, row.outcome, row.reason, deps.clock())
+        reopened.append(row)
+    logger.info("files reopened", extra={"reopened": len(reopened)})
+    return reopened
+
+
+def _dead_letter_task(letter: DeadLetter) -> FileTask | None:
+    try:
+        return FileTask.from_message(json.loads(letter.body))
+    except (InvalidInput, ValueError):
+        return None
+
+
+def list_dead_letters(deps: Deps, dlq: DeadLetters, limit: int = 1000) -> dict[str, Any]:
+    """What the work queue's DLQ holds, each message with its file's ledger row (messages stay there)."""
+    seen: dict[str, DeadLetter] = {}
+    try:
+        while len(seen) < limit:
+            got = dlq.receive(min(10, limit - len(seen)), visibility_timeout=60)
+            fresh = [letter for letter in got if letter.message_id not in seen]
+            if not fresh:
+                break
+            seen.update((letter.message_id, letter) for letter in fresh)
+    finally:
+        dlq.release(list(seen.values()))
+    items = []
+    for letter in seen.values():
+        task = _dead_letter_task(letter)
+        row = deps.ledger.get_file(task.batch_id, task.index) if task else None
+        items.append(
+            {
+                "messageId": letter.message_id,
+                "batchId": task.batch_id if task else None,
+                "index": task.index if task else None,
+                "name": row.name if row else None,
+                "outcome": row.outcome if row else None,
+                "reason": row.reason if row else None,
+                "attempts": row.attempts if row else None,
+                "receiveCount": letter.receive_count,
+                "sentAt": _iso(letter.sent_at),
+            }
+        )
+    items.sort(key=lambda i: (i["batchId"] or "", i["index"] if i["index"] is not None else -1))
+    return {"approximateCount": dlq.approximate_count(), "messages": items}
+
+
+@dataclass
+class RedriveReport:
+    """What one `pdfbatch dlq --redrive` did."""
+
+    resent: int = 0  # back on the work queue (gave_up rows reopened first)
+    reopened: int = 0
+    already_done: int = 0  # the file has another outcome now: message deleted, nothing sent
+    left: int = 0  # malformed, or no ledger row: left in the DLQ for a person to look at
+    batches: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON shape of the CLI."""
+        return {
+            "resent": self.resent,
+            "reopened": self.reopened,
+            "alreadyDone": self.already_done,
+            "left": self.left,
+            "batches": self.batches,
+        }
+
+
+def redrive_dead_letters(
+    deps: Deps,
+    dlq: DeadLetters,
+    limit: int | None = None,
+    on_progress: Callable[[RedriveReport], None] | None = None,
+) -> RedriveReport:
+    """Send the DLQ's messages back to the work queue; a file recorded failed/gave_up is reopened first.
+
+    Per message: reopen (ledger, then counters), send, then delete from the DLQ, so a crash at any
+    point leaves the message in the DLQ or on the work queue, never nowhere.
+    """
+    if deps.queue is None:
+        raise InvalidInput("redrive needs the work queue (PDFBATCH_QUEUE_URL)")
+    report = RedriveReport()
+    seen: set[str] = set()
+    while limit is None or len(seen) < limit:
+        want = 10 if limit is None else min(10, limit - len(seen))
+        letters = [m for m in dlq.receive(want, visibility_timeout=300) if m.message_id not in seen]
+        if not letters:
+            break
+        resend: list[tuple[DeadLetter, FileTask]] = []
+        finished: list[DeadLetter] = []
+        for letter in letters:
+            seen.add(letter.message_id)
+            task = _dead_letter_task(letter)
+            row = deps.ledger.get_file(task.batch_id, task.index) if task else None
+            if task is None or row is None:
+                report.left += 1  # stays hidden for the visibility timeout, then visible again
+                continue
+            if row.outcome == Outcome.FAILED and row.reason == Reason.GAVE_UP:
+                if reopen_files(deps, task.batch_id, [row]):
+                    report.reopened += 1
+                row = deps.ledger.get_file(task.batch_id, task.index) or row
+            if row.outcome is None:
+                resend.append((letter, task))
+                if task.batch_id not in report.batches:
+                    report.batches.append(task.batch_id)
+            else:
+                finished.append(letter)
+                report.already_done += 1
+        deps.queue.send_tasks([task for _, task in resend])
+        dlq.delete([letter for letter, _ in resend] + finished)
+        report.resent += len(resend)
+        if on_progress:
+            on_progress(report)
+    logger.info("dead letters redriven", extra=report.as_dict())
+    return report
+
+
+REPORT_STAGES: tuple[str, ...] = (*metrics.STAGES, "total")
+PERCENTILES = (50, 95, 99)
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """Nearest-rank percentile of ``values`` (not empty)."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(p / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def batch_report(ledger: Ledger, batch_id: str) -> dict[str, Any]:
+    """`pdfbatch report`: outcomes, reasons and per-stage p50/p95/p99 (ms), all read from the ledger."""
+    batch = ledger.get_batch(batch_id) if is_batch_id(batch_id) else None
+    if batch is None:
+        raise NotFound("no such batch")
+    outcomes: dict[str, int] = {o: 0 for o in COUNTED_OUTCOMES}
+    reasons: dict[tuple[str, str], int] = {}
+    stage_values: dict[str, list[float]] = {s: [] for s in REPORT_STAGES}
+    pending = retried = pdfs = 0
+    after = -1
+    while True:
+        rows = ledger.list_files(batch_id, after, 1000)
+        for row in rows:
+            if row.kind != "pdf":
+                continue
+            pdfs += 1
+            retried += row.attempts > 1
+            if row.outcome is None:
+                pending += 1
+                continue
+            outcomes[row.outcome] = outcomes.get(row.outcome, 0) + 1
+            key = (row.outcome, row.reason or "")
+            reasons[key] = reasons.get(key, 0) + 1
+            for stage in REPORT_STAGES:
+                if stage in row.timings:
+                    stage_values[stage].append(float(row.timings[stage]) * 1000)
+        if len(rows) < 1000:
+            break
+        after = rows[-1].index
+    stages = {
+        stage: {
+            "files": len(values),
+            **{f"p{p}": round(percentile(values, p), 2) for p in PERCENTILES},
+            "max": round(max(values), 2),
+        }
+        for stage, values in stage_values.items()
+        if values
+    }
+    return {
+        "batchId": batch_id,
+        "status": batch.status,
+        "reason": batch.reason,
+        "totalFiles": batch.total_files,
+        "ignored": batch.ignored_files,
+        "pdfs": pdfs,
+        "pending": pending,
+        "retriedFiles": retried,
+        "outcomes": outcomes,
+        "reasons": [
+            {"outcome": o, "reason": r, "files": n, "meaning": describe(r)}
+            for (o, r), n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+        ],
+        "stagesMs": stages,
+        "createdAt": _iso(batch.created_at),
+        "completedAt": _iso(batch.completed_at),
+        "elapsedSeconds": round(batch.completed_at - batch.created_at, 3) if batch.completed_at else None,
+    }

@@ -181,6 +181,32 @@ def ledger_script(side: LedgerSide, run: str) -> Transcript:
     call("final", ledger.get_batch, b1)
     call("fail", ledger.finish_batch, b2, "FAILED", {}, "corrupt_zip")
     call("failed", ledger.get_batch, b2)
+
+    # reopening (pdfbatch retry, dlq --redrive) and the timings written after the outcome
+    tick(0.1)
+    call("set timings", ledger.set_timings, b1, 1, {"download": 0.5, "update": 0.25})
+    call("set timings of an open row", ledger.set_timings, b1, 3, {"download": 1.0})
+    call("timed", ledger.get_file, b1, 1)
+    call("not timed", ledger.get_file, b1, 3)
+    tick(0.1)
+    call("reopen a completed batch", ledger.reopen_batch, b1)
+    call("reopen it again", ledger.reopen_batch, b1)
+    call("reopen a failed batch", ledger.reopen_batch, b2)
+    call("reopen an unknown batch", ledger.reopen_batch, nope)
+    call("reopened batch", ledger.get_batch, b1)
+    call("reopen linked", ledger.reopen_file, b1, 0, "linked", "matched")
+    call("reopen with a stale outcome", ledger.reopen_file, b1, 1, "failed", "gave_up")
+    call("reopen", ledger.reopen_file, b1, 1, "skipped_no_match", "no_email")
+    call("reopen twice", ledger.reopen_file, b1, 1, "skipped_no_match", "no_email")
+    call("reopen ignored", ledger.reopen_file, b1, 5, "ignored", "not_pdf")
+    call("reopen missing", ledger.reopen_file, b1, 99, "failed", "gave_up")
+    call("reopened file keeps attempts", ledger.get_file, b1, 1)
+    call("counts after reopen", ledger.outcome_counts, b1)
+    call("pending after reopen", ledger.list_files, b1, -1, 100, "pending")
+    tick(0.1)
+    call("record a reopened file", ledger.record, b1, 1, FileResult("failed", "timeout"))
+    call("finish a reopened batch", ledger.finish_batch, b1, "COMPLETED", {"linked": 1}, None)
+    call("finished again", ledger.get_batch, b1)
     return call.out
 
 
@@ -269,6 +295,19 @@ def progress_script(side: ProgressSide, run: str) -> Transcript:
     call("init empty", p.init_batch, empty, "PROCESSING", 0, 7.0)
     call("empty completes when unpacked", p.mark_unpacked, empty, 0, 8.0)
     call("empty", p.get, empty)
+
+    # uncount (pdfbatch retry, dlq --redrive): b is COMPLETED with indices 0-3 counted
+    call("uncount", p.uncount, b, 3, "linked", "matched", 24.0)
+    call("uncount twice", p.uncount, b, 3, "linked", "matched", 25.0)
+    call("reopened", p.get, b)
+    call("uncount never goes below zero", p.uncount, b, 0, "skipped_already_exists", "already_linked", 26.0)
+    call("count a reopened file", p.count, b, 3, "failed", "timeout", 27.0)
+    call("count the other back", p.count, b, 0, "failed", "timeout", 27.5)
+    call("completed again", p.get, b)
+    call("uncount in a failed batch", p.uncount, failed, 0, "linked", "matched", 28.0)
+    call("still failed", p.get, failed)
+    side.expire(b)
+    call("uncount expired", p.uncount, b, 0, "linked", "matched", 29.0)
     return call.out
 
 

@@ -154,9 +154,11 @@ def test_failing_record_is_reported_and_recorded_failed_on_its_last_delivery(
     assert [f["itemIdentifier"] for f in result["batchItemFailures"]] == [event["Records"][0]["messageId"]]
     rows = ledger_rows(db, batch_id)
     assert rows[0]["outcome"] is None and rows[1]["outcome"] == "skipped_no_match"
-    # and on its last delivery the file is recorded failed, so the batch completes
-    result = process.handler(sqs_event(bodies[:1], receive_count=deps.settings.max_receive_count), Context())
-    assert result == {"batchItemFailures": []}
+    # and on its last delivery the file is recorded failed, so the batch completes, while the message
+    # still fails, so SQS moves it to the DLQ (from where `pdfbatch dlq --redrive` can run it again)
+    last = sqs_event(bodies[:1], receive_count=deps.settings.max_receive_count)
+    result = process.handler(last, Context())
+    assert result == {"batchItemFailures": [{"itemIdentifier": last["Records"][0]["messageId"]}]}
     rows = ledger_rows(db, batch_id)
     assert (rows[0]["outcome"], rows[0]["reason"]) == ("failed", "gave_up")
     assert rows[0]["attempts"] == 2

@@ -487,6 +487,37 @@ class MysqlLedger:
             DoneFile(int(r["entry_index"]), r["outcome"], r["reason"] or "", r["finished_at"]) for r in rows
         ]
 
+    def set_timings(self, batch_id: str, index: int, timings: Mapping[str, float]) -> None:
+        """Replace the timings of a recorded entry."""
+        with self.client.cursor() as cur:
+            cur.execute(
+                "UPDATE pdfbatch_files SET timings = %s "
+                "WHERE batch_id = %s AND entry_index = %s AND outcome IS NOT NULL",
+                (json.dumps(dict(timings), sort_keys=True), batch_id, index),
+            )
+
+    def reopen_batch(self, batch_id: str) -> bool:
+        """COMPLETED goes back to PROCESSING, its summary cleared; other statuses are kept."""
+        with self.client.cursor() as cur:
+            cur.execute(
+                "UPDATE pdfbatch_batches SET status = 'PROCESSING', counts = NULL, completed_at = NULL, "
+                "updated_at = %s WHERE batch_id = %s AND status = 'COMPLETED'",
+                (self._clock(), batch_id),
+            )
+            return bool(cur.rowcount == 1)
+
+    def reopen_file(self, batch_id: str, index: int, outcome: str, reason: str) -> bool:
+        """Clear a recorded outcome other than linked if it is still the one given; keep attempts."""
+        with self.client.cursor() as cur:
+            cur.execute(
+                "UPDATE pdfbatch_files SET outcome = NULL, reason = NULL, user_id = NULL, final_key = NULL, "
+                "timings = NULL, finished_at = NULL "
+                "WHERE batch_id = %s AND entry_index = %s AND kind = 'pdf' AND outcome <> 'linked' "
+                "AND outcome = %s AND reason = %s",
+                (batch_id, index, outcome, reason),
+            )
+            return bool(cur.rowcount == 1)
+
 
 class _NotLinked(Exception):
     """Internal: rolls back link() when the user or the file was taken meanwhile."""

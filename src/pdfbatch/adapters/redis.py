@@ -132,6 +132,29 @@ return 1
 """
 )
 
+# KEYS: hash, done set. ARGV: index, outcome, reason, now, ttl
+_UNCOUNT = (
+    _COMPLETE_IF_DONE
+    + """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1, ''} end
+local removed = redis.call('SREM', KEYS[2], ARGV[1])
+if removed == 1 then
+  for _, name in ipairs({'processed', ARGV[2], 'reason:' .. ARGV[3]}) do
+    if tonumber(redis.call('HGET', KEYS[1], name) or '0') > 0 then
+      redis.call('HINCRBY', KEYS[1], name, -1)
+    end
+  end
+end
+if redis.call('HGET', KEYS[1], 'status') == 'COMPLETED' then
+  redis.call('HSET', KEYS[1], 'status', 'PROCESSING')
+  redis.call('HDEL', KEYS[1], 'completedAt')
+end
+redis.call('HSET', KEYS[1], 'updatedAt', ARGV[4])
+touch(ARGV[5])
+return {removed, redis.call('HGET', KEYS[1], 'status')}
+"""
+)
+
 
 def progress_key(batch_id: str) -> str:
     """The hash holding a batch's live counters."""
@@ -154,6 +177,7 @@ class RedisProgress:
         self._unpacked = client.register_script(_UNPACKED)
         self._fail = client.register_script(_FAIL)
         self._rebuild = client.register_script(_REBUILD)
+        self._uncount = client.register_script(_UNCOUNT)
 
     @classmethod
     def from_url(cls, url: str, ttl_seconds: int = 3600) -> RedisProgress:
@@ -209,6 +233,13 @@ class RedisProgress:
             args.extend([name, value])
         args.extend(done)
         return int(self._run(self._rebuild, batch_id, args)) == 1
+
+    def uncount(self, batch_id: str, index: int, outcome: str, reason: str, now: float) -> tuple[bool, str]:
+        """Take one counted file back out (counters never below 0); a COMPLETED batch is PROCESSING again."""
+        removed, status = self._run(self._uncount, batch_id, [index, outcome, reason, _ts(now), self.ttl])
+        if int(removed) == -1:
+            raise ProgressMissing(batch_id)
+        return int(removed) == 1, str(status)
 
     def ping(self) -> None:
         """Raise DependencyUnavailable when Redis does not answer."""

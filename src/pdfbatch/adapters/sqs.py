@@ -11,6 +11,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.model import FileTask
+from pdfbatch.ports import DeadLetter
 
 _ATTEMPTS = 5
 
@@ -64,3 +65,69 @@ class SqsQueue:
                 return
             self._sleep(0.1 * 2**attempt)
         raise DependencyUnavailable("sqs", f"{len(pending)} messages not accepted")
+
+
+class SqsDeadLetters:
+    """DeadLetters over a boto3 SQS client: what `pdfbatch dlq` lists and redrives."""
+
+    def __init__(self, client: Any, queue_url: str) -> None:
+        self.client = client
+        self.queue_url = queue_url
+
+    def _call(self, method: str, **kwargs: Any) -> Any:
+        try:
+            return getattr(self.client, method)(QueueUrl=self.queue_url, **kwargs)
+        except (ClientError, BotoCoreError) as exc:
+            code = exc.response.get("Error", {}).get("Code", "") if isinstance(exc, ClientError) else ""
+            raise DependencyUnavailable("sqs", str(code) or type(exc).__name__) from exc
+
+    def approximate_count(self) -> int:
+        """Visible plus in-flight messages."""
+        names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+        attrs = self._call("get_queue_attributes", AttributeNames=names).get("Attributes", {})
+        return sum(int(attrs.get(n, 0)) for n in names)
+
+    def receive(self, max_messages: int, visibility_timeout: int) -> list[DeadLetter]:
+        """Up to ten messages, hidden for ``visibility_timeout`` seconds (no long polling)."""
+        response = self._call(
+            "receive_message",
+            MaxNumberOfMessages=max(1, min(max_messages, 10)),
+            VisibilityTimeout=visibility_timeout,
+            WaitTimeSeconds=0,
+            AttributeNames=["All"],
+        )
+        letters = []
+        for m in response.get("Messages", []):
+            attrs = m.get("Attributes", {})
+            sent = attrs.get("SentTimestamp")
+            letters.append(
+                DeadLetter(
+                    message_id=m["MessageId"],
+                    receipt_handle=m["ReceiptHandle"],
+                    body=m.get("Body", ""),
+                    receive_count=int(attrs.get("ApproximateReceiveCount", 0)),
+                    sent_at=int(sent) / 1000.0 if sent else None,
+                )
+            )
+        return letters
+
+    def release(self, letters: Sequence[DeadLetter]) -> None:
+        """Visible again now."""
+        for start in range(0, len(letters), 10):
+            entries = [
+                {"Id": str(i), "ReceiptHandle": letter.receipt_handle, "VisibilityTimeout": 0}
+                for i, letter in enumerate(letters[start : start + 10])
+            ]
+            self._call("change_message_visibility_batch", Entries=entries)
+
+    def delete(self, letters: Sequence[DeadLetter]) -> None:
+        """Deleted; raises when SQS refuses any."""
+        for start in range(0, len(letters), 10):
+            entries = [
+                {"Id": str(i), "ReceiptHandle": letter.receipt_handle}
+                for i, letter in enumerate(letters[start : start + 10])
+            ]
+            failed = self._call("delete_message_batch", Entries=entries).get("Failed") or []
+            if failed:
+                detail = f"{len(failed)} messages not deleted: {failed[0].get('Code')}"
+                raise DependencyUnavailable("sqs", detail)

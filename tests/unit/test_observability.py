@@ -1,0 +1,248 @@
+"""What the handlers print: EMF metrics with the expected names, JSON log lines keyed by batch and file.
+
+The handlers run on the in-memory fakes and moto's S3/SQS; stdout is where Lambda (and the local
+stack's function log) collects both.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import logging
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import boto3
+import pytest
+
+from fakes import FakeClock, FakeLedger, FakeProgress
+from fixtures import pdfs
+from fixtures.pipeline import files_by_name, receive_all, upload
+from fixtures.zips import zipfile_zip as make_zip
+from pdfbatch import bootstrap, services
+from pdfbatch import metrics as pdf_metrics
+from pdfbatch.adapters.s3 import S3Store
+from pdfbatch.adapters.sqs import SqsQueue
+from pdfbatch.config import Settings
+from pdfbatch.errors import DependencyUnavailable
+from pdfbatch.logs import logger
+from pdfbatch.services import Deps
+
+ROOT = Path(__file__).resolve().parents[2]
+BUCKET = "pdfbatch-obs-unit"
+EMAIL = "observed.person@example.com"
+NAME = "Private Person CV.pdf"
+
+
+class Context:
+    function_name = "process-pdf"
+    memory_limit_in_mb = 1024
+    invoked_function_arn = "arn:aws:lambda:us-east-1:000000000000:function:process-pdf"
+    aws_request_id = "req-obs"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+def load_handler(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"obs_{name}", ROOT / "functions" / name / "handler.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture()
+def deps(moto_aws: None) -> Iterator[Deps]:
+    s3 = boto3.client("s3", region_name="us-east-1")
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    s3.create_bucket(Bucket=BUCKET)
+    queue_url = sqs.create_queue(QueueName="work")["QueueUrl"]
+    ledger = FakeLedger(FakeClock())
+    d = Deps(
+        settings=Settings(bucket=BUCKET, queue_url=queue_url, stage_workers=2),
+        store=S3Store(s3),
+        ledger=ledger,
+        users=ledger,
+        progress=FakeProgress(),
+        queue=SqsQueue(sqs, queue_url, sleep=lambda _: None),
+    )
+    pdf_metrics.metrics.clear_metrics()
+    bootstrap.override(d)
+    yield d
+    bootstrap.override(None)
+    pdf_metrics.metrics.clear_metrics()
+
+
+def capture_logs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point the logger (whose handler keeps the stdout of its import time) at capsys's stdout.
+
+    Called in the test body: capsys replaces sys.stdout only while the test itself runs.
+    """
+    handler = logger.registered_handler
+    assert isinstance(handler, logging.StreamHandler)
+    monkeypatch.setattr(handler, "stream", sys.stdout)
+
+
+def sqs_event(bodies: list[dict[str, Any]], receive_count: int = 1) -> dict[str, Any]:
+    now_ms = int(time.time() * 1000)
+    return {
+        "Records": [
+            {
+                "messageId": str(uuid.uuid4()),
+                "receiptHandle": "rh",
+                "body": json.dumps(body),
+                "attributes": {
+                    "ApproximateReceiveCount": str(receive_count),
+                    "SentTimestamp": str(now_ms - 1500),
+                    "ApproximateFirstReceiveTimestamp": str(now_ms - 500),
+                },
+                "messageAttributes": {},
+                "md5OfBody": "",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:work",
+                "awsRegion": "us-east-1",
+            }
+            for body in bodies
+        ]
+    }
+
+
+def printed(out: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(log lines, EMF blobs) of what the handler printed; every line must be JSON."""
+    lines = [json.loads(line) for line in out.splitlines() if line.strip()]
+    return [x for x in lines if "_aws" not in x], [x for x in lines if "_aws" in x]
+
+
+def metric_names(blobs: list[dict[str, Any]]) -> set[str]:
+    return {m["Name"] for b in blobs for d in b["_aws"]["CloudWatchMetrics"] for m in d["Metrics"]}
+
+
+def staged_batch(deps: Deps) -> tuple[str, list[dict[str, Any]]]:
+    assert isinstance(deps.ledger, FakeLedger)
+    deps.ledger.add_user(EMAIL)
+    data = make_zip([(NAME, pdfs.resume_pdf("Private Person", EMAIL)), ("other.pdf", pdfs.text_pdf(["x"]))])
+    report = services.stage_zip(deps, upload(deps, data))
+    pdf_metrics.metrics.clear_metrics()  # unzip's, flushed by no handler here
+    return report.batch_id, sorted(receive_all(deps), key=lambda m: m["index"])
+
+
+def test_process_pdf_emits_stage_outcome_and_queue_age_metrics_and_keyed_logs(
+    deps: Deps, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a staged batch: a résumé of a known user and a PDF without an address
+    capture_logs(monkeypatch)
+    batch_id, bodies = staged_batch(deps)
+    capsys.readouterr()
+    # WHEN process_pdf handles both messages
+    result = load_handler("process_pdf").handler(sqs_event(bodies), Context())
+    assert result == {"batchItemFailures": []}
+    logs, blobs = printed(capsys.readouterr().out)
+    # THEN one EMF blob in the pdfbatch namespace carries every stage, the outcomes and the queue age
+    assert {b["_aws"]["CloudWatchMetrics"][0]["Namespace"] for b in blobs} == {"pdfbatch"}
+    names = metric_names(blobs)
+    assert {
+        "DownloadDuration",
+        "ValidateDuration",
+        "ExtractDuration",
+        "MatchDuration",
+        "CopyDuration",
+        "UpdateDuration",
+        "FilesLinked",
+        "FilesSkippedNoMatch",
+        "QueueAge",
+        "FirstReceiveDelay",
+    } <= names
+    app = next(b for b in blobs if "FilesLinked" in b)
+    assert app["FilesLinked"] == [1.0] and app["FilesSkippedNoMatch"] == [1.0]
+    assert len(app["QueueAge"]) == 2 and all(age >= 1500 for age in app["QueueAge"])
+    assert app["FirstReceiveDelay"] == [1000.0, 1000.0]
+    # and every log line is JSON with the batch id and file index, and no personal data
+    assert logs
+    for line in logs:
+        assert line["batch_id"] == batch_id, line
+        assert line["file_index"] in (bodies[0]["index"], bodies[1]["index"]), line
+    text = json.dumps(logs)
+    assert EMAIL not in text and "Private Person" not in text and NAME not in text
+
+
+def test_last_receive_records_gave_up_emits_it_and_still_fails_the_message(
+    deps: Deps, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN S3 keeps failing for the first file
+    capture_logs(monkeypatch)
+    batch_id, bodies = staged_batch(deps)
+
+    def broken(bucket: str, key: str) -> bytes:
+        raise DependencyUnavailable("s3", "SlowDown")
+
+    monkeypatch.setattr(deps.store, "get_bytes", broken)
+    released: list[tuple[str, int]] = []
+    monkeypatch.setattr(deps.queue, "retry_later", lambda rh, delay: released.append((rh, delay)))
+    capsys.readouterr()
+    # WHEN its last delivery fails too
+    event = sqs_event(bodies[:1], receive_count=deps.settings.max_receive_count)
+    result = load_handler("process_pdf").handler(event, Context())
+    # THEN the message is reported failed (SQS moves it to the DLQ), made visible at once for that,
+    assert result == {"batchItemFailures": [{"itemIdentifier": event["Records"][0]["messageId"]}]}
+    assert released == [("rh", 0)]
+    # the file is recorded failed/gave_up, and the metrics say so
+    row = files_by_name(deps, batch_id)[NAME]
+    assert (row.outcome, row.reason) == ("failed", "gave_up")
+    logs, blobs = printed(capsys.readouterr().out)
+    assert {"FilesFailed", "FilesGaveUp"} <= metric_names(blobs)
+    assert all(line["batch_id"] == batch_id and line["file_index"] == row.index for line in logs)
+
+
+def test_unzip_emits_entries_staged_and_zip_timings(deps: Deps, capsys: pytest.CaptureFixture[str]) -> None:
+    data = make_zip([("a.pdf", pdfs.text_pdf(["a"])), ("b.pdf", pdfs.text_pdf(["b"])), ("n.txt", b"x")])
+    key = "uploads/drop.zip"
+    deps.store.put_bytes(BUCKET, key, data, "application/zip")
+    event = {
+        "Records": [
+            {
+                "eventVersion": "2.1",
+                "eventSource": "aws:s3",
+                "awsRegion": "us-east-1",
+                "eventTime": "2026-11-29T10:00:00.000Z",
+                "eventName": "ObjectCreated:Put",
+                "s3": {
+                    "s3SchemaVersion": "1.0",
+                    "bucket": {"name": BUCKET, "arn": f"arn:aws:s3:::{BUCKET}"},
+                    "object": {"key": key, "size": len(data), "sequencer": "00A1"},
+                },
+            }
+        ]
+    }
+    capsys.readouterr()
+    load_handler("unzip").handler(event, Context())
+    _, blobs = printed(capsys.readouterr().out)
+    app = next(b for b in blobs if "EntriesStaged" in b)
+    assert app["EntriesStaged"] == [2.0] and app["EntriesRejected"] == [0.0]
+    assert {"ZipInspectDuration", "ZipStageDuration", "ZipTotalDuration"} <= metric_names(blobs)
+
+
+def test_metrics_flush_without_powertools_namespace_variable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN POWERTOOLS_METRICS_NAMESPACE is not set when the module is first imported
+    monkeypatch.delenv("POWERTOOLS_METRICS_NAMESPACE", raising=False)
+    fresh = importlib.reload(pdf_metrics)
+    try:
+        # WHEN a metric is added and flushed
+        fresh.file_recorded("failed", "timeout", {"download": 0.002})
+        fresh.metrics.flush_metrics()
+        _, blobs = printed(capsys.readouterr().out)
+        # THEN it lands in the pdfbatch namespace instead of failing the invocation
+        assert blobs[0]["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "pdfbatch"
+        assert blobs[0]["DownloadDuration"] == [2.0]
+    finally:
+        monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "pdfbatch")
+        importlib.reload(pdf_metrics)
