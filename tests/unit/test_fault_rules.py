@@ -310,3 +310,31 @@ def test_rate_and_eta_after_a_rebuild_stay_an_average_over_the_batch(deps: Deps)
     # THEN the rate is 3 files in 30 s, not 3 files in no time, and the ETA follows from it
     status = services.batch_status(deps, report.batch_id)
     assert (status["processed"], status["filesPerSecond"], status["etaSeconds"]) == (4, 0.1, 20.0)
+
+
+def test_batch_whose_summary_write_was_lost_is_completed_when_status_is_asked(
+    deps: Deps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a batch whose last count completed it in Redis, but MySQL failed the summary write on
+    # every delivery of that message (it went to the DLQ), and Redis then expired
+    ledger, progress = deps.ledger, deps.progress
+    assert isinstance(ledger, FakeLedger) and isinstance(progress, FakeProgress)
+    report = services.stage_zip(
+        deps, upload(deps, make_zip([(f"{i}.pdf", text_pdf(f"f{i}")) for i in range(2)]))
+    )
+    msgs = receive_all(deps)
+
+    def mysql_down(*args: Any) -> None:
+        raise DependencyUnavailable("mysql")
+
+    monkeypatch.setattr(ledger, "finish_batch", mysql_down)
+    process_all(deps, msgs[:1])
+    with pytest.raises(DependencyUnavailable):
+        process_all(deps, msgs[1:])
+    monkeypatch.undo()
+    progress.expire(report.batch_id)
+    assert ledger.get_batch(report.batch_id).status == "PROCESSING"  # type: ignore[union-attr]
+    # WHEN its status is asked THEN it is COMPLETED, and so is its MySQL row from now on
+    status = services.batch_status(deps, report.batch_id)
+    assert (status["status"], status["processed"], status["source"]) == ("COMPLETED", 2, "ledger")
+    assert ledger.get_batch(report.batch_id).status == "COMPLETED"  # type: ignore[union-attr]
