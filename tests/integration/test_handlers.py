@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import uuid
 from typing import Any
-from urllib.parse import quote_plus
 
 import pytest
 
 from fixtures import pdfs
 from fixtures.apigw import Context, api_event, header, load_handler
+from fixtures.events import s3_event, sqs_event
 from fixtures.pipeline import ledger_rows
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import bootstrap
@@ -24,44 +23,6 @@ def wired(deps: Any) -> Any:
     bootstrap.override(deps)
     yield deps
     bootstrap.override(None)
-
-
-def s3_event(bucket: str, key: str, size: int, sequencer: str = "00A1") -> dict[str, Any]:
-    return {
-        "Records": [
-            {
-                "eventVersion": "2.1",
-                "eventSource": "aws:s3",
-                "awsRegion": "us-east-1",
-                "eventTime": "2026-11-29T10:00:00.000Z",
-                "eventName": "ObjectCreated:Put",
-                "s3": {
-                    "s3SchemaVersion": "1.0",
-                    "bucket": {"name": bucket, "arn": f"arn:aws:s3:::{bucket}"},
-                    "object": {"key": quote_plus(key), "size": size, "sequencer": sequencer},
-                },
-            }
-        ]
-    }
-
-
-def sqs_event(bodies: list[dict[str, Any]], receive_count: int = 1) -> dict[str, Any]:
-    return {
-        "Records": [
-            {
-                "messageId": str(uuid.uuid4()),
-                "receiptHandle": "rh",
-                "body": json.dumps(body),
-                "attributes": {"ApproximateReceiveCount": str(receive_count), "SentTimestamp": "1"},
-                "messageAttributes": {},
-                "md5OfBody": "",
-                "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:work",
-                "awsRegion": "us-east-1",
-            }
-            for body in bodies
-        ]
-    }
 
 
 def test_handlers_run_a_batch_from_s3_event_to_status(wired: Any, db: Any) -> None:

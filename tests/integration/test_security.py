@@ -10,10 +10,10 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from test_handlers import s3_event, sqs_event
 
 from fixtures import pdfs, zips
 from fixtures.apigw import Context, api_event, load_handler
+from fixtures.events import s3_event, sqs_event
 from fixtures.pipeline import ledger_rows, pdf_urls, receive_all
 from pdfbatch import bootstrap
 from pdfbatch.errors import DependencyUnavailable
