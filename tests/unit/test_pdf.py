@@ -472,9 +472,9 @@ class SteppingClock:
 def test_deadline_passing_between_pages_raises_timeout() -> None:
     # GIVEN a clock where every read costs a second, and a 5-second budget
     data = pdfs.manual_pdf(20, None)
-    # WHEN scanned  THEN PdfTimeout before all pages are read
+    # WHEN scanned in this process  THEN PdfTimeout before all pages are read
     with pytest.raises(PdfTimeout):
-        pdf.scan(data, FakeUsers(), max_pages=500, budget_seconds=5, clock=SteppingClock(1.0))
+        pdf.scan(data, FakeUsers(), max_pages=500, budget_seconds=5, clock=SteppingClock(1.0), isolate=False)
 
 
 def test_lookup_time_does_not_count_against_the_extraction_budget() -> None:
@@ -633,29 +633,65 @@ def test_page_that_eats_memory_fails_malformed_before_the_process_runs_out() -> 
     assert result.reason == Reason.MATCHED
 
 
+def _retire_reader() -> None:
+    reader = getattr(pdf._readers, "reader", None)
+    if reader is not None:
+        reader.retire(kill=True)
+
+
 def test_reader_crash_is_a_malformed_pdf_not_a_dead_worker(monkeypatch: pytest.MonkeyPatch) -> None:
-    # GIVEN a reader that segfaults on the first page (as pdfium could on hostile input)
+    # GIVEN a reader, forked from here, that segfaults on the first page (as pdfium could on hostile input)
     def crash(doc: pdfium.PdfDocument, index: int) -> tuple[str, list[str]]:
         os.kill(os.getpid(), signal.SIGSEGV)
         raise AssertionError("unreachable")
 
+    _retire_reader()
     monkeypatch.setattr(pdf, "_page_text", crash)
     # WHEN scanned  THEN the file is malformed and the signal is named
-    with pytest.raises(MalformedPdf, match="signal 11"):
-        pdf.scan(pdfs.cached("resume"), FakeUsers(), max_pages=5, budget_seconds=20)
+    try:
+        with pytest.raises(MalformedPdf, match="signal 11"):
+            pdf.scan(pdfs.cached("resume"), FakeUsers(), max_pages=5, budget_seconds=20)
+    finally:
+        monkeypatch.undo()
+        _retire_reader()  # a reader forked with the crashing page must not serve later tests
+    # AND the next document gets a healthy reader
+    assert (
+        pdf.scan(pdfs.cached("resume"), FakeUsers(), max_pages=5, budget_seconds=20).reason == Reason.NO_USER
+    )
 
 
-def test_reader_child_is_killed_when_the_lookup_fails() -> None:
-    # GIVEN a 100-page manual with an address on every page and a users table that goes down
+def _reader_pid() -> int | None:
+    reader = getattr(pdf._readers, "reader", None)
+    return reader.pid if reader is not None and reader.alive else None
+
+
+def test_one_reader_serves_every_document_and_survives_a_failed_lookup() -> None:
+    # GIVEN a 100-page document with an address on every page, and a users table that goes down
     data = pdfs.text_pdf([f"Contact: p{i}@example.com" for i in range(100)])
 
     def down(candidates: Sequence[str]) -> Mapping[str, int]:
         raise ConnectionError("users table unreachable")
 
-    # WHEN scanned  THEN the lookup's error propagates and no reader is left running
+    pdf.scan(pdfs.cached("resume"), FakeUsers(), max_pages=5, budget_seconds=20)
+    reader = _reader_pid()
+    # WHEN the lookup fails on its first page  THEN the error propagates
     with pytest.raises(ConnectionError):
         pdf.scan(data, down, max_pages=500, budget_seconds=20)
-    assert _children_gone()
+    # AND the same reader, told to stop there, reads the next documents from their first page
+    users = FakeUsers("p1@example.com")
+    result = pdf.scan(data, users, max_pages=500, budget_seconds=20)
+    assert (result.email, result.pages_read, users.calls[0]) == ("p1@example.com", 2, ["p0@example.com"])
+    assert _reader_pid() == reader
+
+
+def test_reader_killed_at_the_budget_is_replaced_by_a_new_one() -> None:
+    pdf.scan(pdfs.cached("resume"), FakeUsers(), max_pages=5, budget_seconds=20)
+    before = _reader_pid()
+    with pytest.raises(PdfTimeout):
+        pdf.scan(pdfs.slow_page_pdf(), FakeUsers(), max_pages=5, budget_seconds=0.3)
+    assert _reader_pid() is None and _children_gone()
+    pdf.scan(pdfs.cached("resume"), FakeUsers(), max_pages=5, budget_seconds=20)
+    assert _reader_pid() not in (None, before)
 
 
 @pytest.mark.parametrize("isolate", [True, False], ids=["forked", "in-process"])
