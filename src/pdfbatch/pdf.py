@@ -4,6 +4,9 @@ Two libraries, each for what it does best: pypdf checks structure and encryption
 the page tree without touching page content), pypdfium2 extracts text (faster, and it orders glyphs by
 position on the page, where pypdf follows the content stream and can read an address backwards).
 
+Both parse hostile bytes, so scan() runs them in a forked reader process that the per-file budget can
+kill (see _Reader); "Pure: no I/O" means no network or storage, the pipe to the reader aside.
+
 pdfium is not thread-safe: call this module from one thread per process (one Lambda invocation is).
 """
 
@@ -289,11 +292,12 @@ def scan(
     order wins. Raises MalformedPdf, EncryptedPdf, or PdfTimeout when validation and extraction
     (lookups excluded) exceed ``budget_seconds``.
 
-    With ``isolate`` (the default, where ``os.fork`` exists) the parsing runs in a forked child that
-    streams each page's candidates back, so the budget holds even inside one page that pdfium or pypdf
-    never finishes, and a parser crash costs the child, not this process. The lookups stay here (the
-    child touches no inherited connection); the child is killed at the first match or when the budget
-    is spent. Without it, the budget is checked between pages only.
+    With ``isolate`` (the default, where ``os.fork`` exists) the parsing runs in this thread's reader,
+    a long-lived forked child (``_Reader``) that sends back each page's candidates and waits for the
+    verdict, so the budget holds even inside one page that pdfium or pypdf never finishes (the reader
+    is killed and replaced), and a parser crash or memory blow-up costs the reader, not this process.
+    The lookups stay here: the reader touches no connection. Without it, the budget is checked
+    between pages only.
     """
     started = clock()
     lookup_seconds = 0.0
