@@ -3,10 +3,13 @@ and properties of ZIP inspection and email extraction over arbitrary input."""
 
 from __future__ import annotations
 
+import ast
 import io
 import json
+import re
 import secrets
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -22,8 +25,8 @@ from fixtures.zips import make_zip, pdf_bytes
 from pdfbatch import archive, bootstrap, pdf, services
 from pdfbatch.adapters.s3 import S3Store
 from pdfbatch.adapters.sqs import SqsQueue
-from pdfbatch.config import Limits, Settings
-from pdfbatch.errors import ArchiveRejected, EntryRejected
+from pdfbatch.config import Limits, Settings, parse_mysql_url
+from pdfbatch.errors import ArchiveRejected, ConfigError, EntryRejected
 from pdfbatch.model import Reason
 from pdfbatch.services import Deps
 
@@ -190,3 +193,51 @@ def test_found_emails_are_valid_lowercase_addresses_that_occur_in_the_text(text:
         assert local and not local.startswith(".") and not local.endswith(".") and ".." not in local
         assert "." in domain and all(label and len(label) <= 63 for label in domain.split("."))
         assert len(local) <= 64 and len(domain) <= 253
+
+
+# --- SQL is parameterised ---------------------------------------------------------------------------
+
+_SQL = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|WHERE|CREATE|DROP|ALTER|USE|VALUES)\b")
+# What may be formatted into SQL text: identifiers that config._IDENT validated, and code constants.
+_IDENTIFIERS = {
+    "p.database",  # parse_mysql_url
+    "u.id_column",
+    "u.email_column",
+    "u.pdf_url_column",
+    "_quote_table(u.table)",  # UsersTable, from _ident()
+    "table",
+    "column",
+    "definition",  # adapters/mysql.ADDED_COLUMNS, a constant of the code
+}
+
+
+def test_sql_text_interpolates_only_validated_identifiers_never_values() -> None:
+    # GIVEN every Python source of the package
+    offenders = []
+    for path in sorted((Path(__file__).resolve().parents[2] / "src" / "pdfbatch").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            # WHEN a string that reads as SQL is built by formatting
+            if isinstance(node, ast.JoinedStr):
+                text = "".join(str(v.value) for v in node.values if isinstance(v, ast.Constant))
+                if _SQL.search(text):
+                    exprs = {ast.unparse(v.value) for v in node.values if isinstance(v, ast.FormattedValue)}
+                    offenders += [f"{path.name}:{node.lineno}: {e}" for e in sorted(exprs - _IDENTIFIERS)]
+            elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod | ast.Add):
+                side = node.left if isinstance(node.left, ast.Constant) else node.right
+                if (
+                    isinstance(side, ast.Constant)
+                    and _SQL.search(str(side.value))
+                    and "%s" not in str(side.value)
+                ):
+                    offenders.append(f"{path.name}:{node.lineno}: SQL built with {type(node.op).__name__}")
+    # THEN only validated identifiers are ever formatted in; every value is a %s parameter
+    assert offenders == []
+
+
+@pytest.mark.parametrize("value", ["users`; DROP TABLE users; --", "users WHERE 1=1", "a b", "`id`", "x'y"])
+def test_configured_table_and_column_names_must_be_plain_identifiers(value: str) -> None:
+    for name in ("PDFBATCH_USERS_TABLE", "PDFBATCH_USERS_EMAIL_COLUMN", "PDFBATCH_USERS_PDF_URL_COLUMN"):
+        with pytest.raises(ConfigError, match=name):
+            Settings.from_env({name: value})
+    with pytest.raises(ConfigError):
+        parse_mysql_url(f"mysql://root@127.0.0.1:3306/{value}")
