@@ -85,3 +85,16 @@ def test_the_key_is_a_template_parameter_and_never_printed() -> None:
     params = ops_deploy.DeployParams.from_env({"PDFBATCH_API_KEY": "k" * 20})
     assert params.template_parameters()["ApiKey"] == "k" * 20
     assert "k" * 20 not in repr(params)
+
+
+def test_stack_key_prints_the_stored_key_or_says_how_to_get_one(
+    checkout: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pdfbatch import cli
+
+    monkeypatch.setattr(cli, "STACK_NAME", "pdfbatch-test")
+    assert cli.main(["stack", "key", "--root", str(checkout)]) == cli.EXIT_UNAVAILABLE
+    assert "pdfbatch stack up" in capsys.readouterr().err
+    key = local_api_key(checkout, "pdfbatch-test")
+    assert cli.main(["stack", "key", "--root", str(checkout)]) == cli.EXIT_OK
+    assert capsys.readouterr().out.strip() == key

@@ -281,3 +281,16 @@ def test_reason_counts_equal_the_ledger_after_the_counters_are_rebuilt(deps: Dep
     assert body["source"] == "live" and body["status"] == "COMPLETED"
     assert body["reasons"] == dict(ledger) == {"no_email": 6, "malformed_pdf": 3}
     assert body["startedAt"] is not None
+
+
+def test_no_key_sent_or_configured_ever_reaches_the_logs(
+    deps: Deps, status: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    wrong = "wrong-secret-that-must-not-be-logged"
+    with caplog.at_level("INFO"):
+        for key in (wrong, None, TEST_API_KEY):
+            call(status, "POST", "/batches", api_key=key)
+    # every record with its extra fields, as the JSON formatter would write them
+    logged = "\n".join(repr(vars(r)) for r in caplog.records)
+    assert "request with a wrong API key" in logged and "request without an API key" in logged
+    assert wrong not in logged and TEST_API_KEY not in logged
