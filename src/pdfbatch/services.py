@@ -480,8 +480,12 @@ def _finish(deps: Deps, task: FileTask, result: FileResult, started: float) -> F
 def _keep_timings(deps: Deps, stored: FileRow, timings: Mapping[str, float]) -> None:
     # The ledger row was written before its own write could be timed: store the full timings now
     # (what `pdfbatch report` reads), and emit them as metrics once, for the invocation that recorded it.
-    deps.ledger.set_timings(stored.batch_id, stored.index, timings)
     metrics.file_recorded(stored.outcome or "", stored.reason or "", timings)
+    try:
+        deps.ledger.set_timings(stored.batch_id, stored.index, timings)
+    except DependencyUnavailable as exc:
+        # The outcome is recorded and counted already: a redelivery for timings would be waste.
+        logger.warning("stage timings not stored", extra={"dependency": exc.dependency})
 
 
 def _ms(timings: Mapping[str, float]) -> dict[str, float]:

@@ -332,3 +332,19 @@ def test_processed_files_keep_every_stage_time_including_the_final_write(
     assert {"download", "extract", "match", "update"} <= set(rows["x.pdf"].timings)
     report = services.batch_report(ledger, batch_id)
     assert report["stagesMs"]["update"]["files"] == 2 and report["stagesMs"]["copy"]["files"] == 1
+
+
+def test_losing_the_timings_write_does_not_fail_a_recorded_file(
+    deps: Deps, ledger: FakeLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pdfbatch.errors import DependencyUnavailable
+
+    def mysql_gone(*args: Any) -> None:
+        raise DependencyUnavailable("mysql")
+
+    monkeypatch.setattr(ledger, "set_timings", mysql_gone)
+    batch_id = stage(deps, [("x.pdf", text_pdf("none"))])
+    drain(deps)
+    row = files_by_name(deps, batch_id)["x.pdf"]
+    assert (row.outcome, "update" in row.timings) == ("skipped_no_match", False)
+    assert services.batch_status(deps, batch_id)["status"] == "COMPLETED"
