@@ -27,6 +27,8 @@ CHROMIUM = Path("/usr/bin/chromium")
 OUTPUT = ROOT / "test-output"
 # A file name that is markup: the page must show it as text and run nothing.
 EVIL_NAME = 'scans/<img src=x onerror="alert(document.domain)">.pdf'
+# One a spreadsheet would run as a formula: the CSV keeps it text with a leading '.
+FORMULA_NAME = '=HYPERLINK("http://example.invalid","open").pdf'
 OUTCOME_TEXT = {
     "skipped_no_match": "no matching user",
     "skipped_already_exists": "user already had a PDF",
@@ -93,9 +95,9 @@ def test_a_zip_uploaded_through_the_page_ends_in_the_table_of_files_not_linked(
 ) -> None:
     # GIVEN the demo users and a ZIP with every outcome, one file name being markup
     corpus = samples.demo_corpus()
-    corpus.add(
-        EVIL_NAME, samples.text_pdf([["Meeting notes", "no address in here"]]), "skipped_no_match", "no_email"
-    )
+    for name in (EVIL_NAME, FORMULA_NAME):
+        notes = samples.text_pdf([["Meeting notes", "no address in here"]])
+        corpus.add(name, notes, "skipped_no_match", "no_email")
     seed(stack["db"], corpus)
     zip_path = tmp_path / "march résumés.zip"
     corpus.write_zip(zip_path)
@@ -126,7 +128,7 @@ def test_a_zip_uploaded_through_the_page_ends_in_the_table_of_files_not_linked(
     assert len(ledger) == status["totalFiles"] - status["linked"] > 0
     assert table(page) == expected_rows(ledger)
     assert page.text_content("#not-linked-count") == str(len(ledger))
-    assert EVIL_NAME in [row[1] for row in table(page)]  # shown as text, never parsed as markup
+    assert {EVIL_NAME, FORMULA_NAME} <= {row[1] for row in table(page)}  # shown as text, as they are
     assert page.locator("#rows img").count() == 0
 
     # WHEN the CSV is downloaded THEN it holds the same files, reasons and sentences
@@ -135,7 +137,8 @@ def test_a_zip_uploaded_through_the_page_ends_in_the_table_of_files_not_linked(
     assert download.value.suggested_filename == f"pdfbatch-{batch_id}-not-linked.csv"
     text = Path(download.value.path()).read_text(encoding="utf-8-sig")
     rows = list(csv.DictReader(io.StringIO(text)))
-    assert [(int(r["index"]), r["file"], r["outcome"], r["reason"]) for r in rows] == ledger
+    as_text = [(i, "'" + name if name == FORMULA_NAME else name, o, r) for i, name, o, r in ledger]
+    assert [(int(r["index"]), r["file"], r["outcome"], r["reason"]) for r in rows] == as_text
     assert [r["why"] for r in rows] == [REASON_TEXT[reason] for *_, reason in ledger]
 
     OUTPUT.mkdir(exist_ok=True)
