@@ -14,8 +14,8 @@ import pytest
 from fixtures import pdfs, zips
 from fixtures.apigw import Context, api_event, load_handler
 from fixtures.events import s3_event, sqs_event
-from fixtures.pipeline import ledger_rows, pdf_urls, receive_all
-from pdfbatch import bootstrap
+from fixtures.pipeline import drain, ledger_rows, pdf_urls, receive_all, upload
+from pdfbatch import bootstrap, services
 from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.logs import logger
 from plugins.services import add_users
@@ -116,9 +116,6 @@ def test_odd_entry_names_and_emails_round_trip_and_link_exactly(deps: Any, db: A
     ids = add_users(db, *ODD_EMAILS)
     entries = [(name, pdfs.text_pdf(["no address here"])) for name in ODD_NAMES]
     entries += [(f"{email}.pdf", pdfs.text_pdf([f"Contact: {email}"])) for email in ODD_EMAILS]
-    from fixtures.pipeline import drain, upload
-    from pdfbatch import services
-
     report = services.stage_zip(deps, upload(deps, zips.make_zip(entries)))
     drain(deps)
     # THEN every name is stored and listed exactly as written
