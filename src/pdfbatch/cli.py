@@ -868,27 +868,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _library_logs_to_stderr() -> None:
+@contextmanager
+def _library_logs_to_stderr() -> Iterator[None]:
     """The services' JSON log lines are for Lambda: here they go to stderr (warnings and up), so stdout
-    stays the --json document alone."""
+    stays the --json document alone. Restored afterwards (main() may run inside another program)."""
     import logging
 
     from pdfbatch.logs import logger
 
     handler = logger.registered_handler
-    if isinstance(handler, logging.StreamHandler):
-        handler.setStream(sys.stderr)
+    stream = handler.setStream(sys.stderr) if isinstance(handler, logging.StreamHandler) else None
+    level = logger.log_level
     logger.setLevel(os.environ.get("PDFBATCH_CLI_LOG_LEVEL") or "WARNING")
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+        if stream is not None and isinstance(handler, logging.StreamHandler):
+            handler.stream = stream  # no flush: a captured stream may be closed by now
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; errors become one sentence on stderr and an exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    _library_logs_to_stderr()
     started = time.monotonic()
     try:
-        code = int(args.func(args))
+        with _library_logs_to_stderr():
+            code = int(args.func(args))
     except CliError as exc:
         print(f"pdfbatch: {exc}", file=sys.stderr)
         return exc.code
