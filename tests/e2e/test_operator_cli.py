@@ -65,6 +65,28 @@ def assert_counters_match_ledger(conn: Any, batch_id: str) -> dict[str, str]:
     return raw
 
 
+def function_log(endpoint: str, stack_name: str, function: str) -> list[dict[str, Any]]:
+    """Every JSON line the local stack collected from a function (its CloudWatch log group)."""
+    import boto3
+
+    logs = boto3.client(
+        "logs",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+    )
+    kwargs: dict[str, Any] = {"logGroupName": f"/aws/lambda/{stack_name}-{function}"}
+    lines: list[dict[str, Any]] = []
+    while True:
+        page = logs.filter_log_events(**kwargs)
+        for event in page["events"]:
+            lines.extend(json.loads(x) for x in event["message"].splitlines() if x.startswith("{"))
+        if not page.get("nextToken"):
+            return lines
+        kwargs["nextToken"] = page["nextToken"]
+
+
 def seed(conn: Any, *emails: str) -> None:
     with conn.cursor() as cur:
         cur.executemany(
@@ -96,6 +118,25 @@ def test_report_then_retry_after_fixing_a_user_counts_correctly_and_never_links_
         1,
         1,
     )
+
+    # and process_pdf's log on the local stack holds its EMF metrics, and JSON lines keyed by batch and
+    # file that carry no address, name or entry name
+    deadline = time.monotonic() + 30
+    while not [
+        x for x in function_log(stack["endpoint"], STACK, "process-pdf") if x.get("batch_id") == batch_id
+    ]:
+        assert time.monotonic() < deadline, "no process_pdf log line for the batch"
+        time.sleep(1)
+    lines = function_log(stack["endpoint"], STACK, "process-pdf")
+    ours = [x for x in lines if x.get("batch_id") == batch_id]
+    assert all(isinstance(x.get("file_index"), int) for x in ours)
+    text = json.dumps(lines)
+    assert known not in text and fixed not in text and "Known Person" not in text and "fixed.pdf" not in text
+    emf = [x["_aws"]["CloudWatchMetrics"][0] for x in lines if "_aws" in x]
+    assert {d["Namespace"] for d in emf} == {"pdfbatch"}
+    names = {m["Name"] for d in emf for m in d["Metrics"]}
+    assert {"DownloadDuration", "ExtractDuration", "CopyDuration", "UpdateDuration", "QueueAge"} <= names
+    assert {"FilesLinked", "FilesSkippedNoMatch", "FilesFailed"} <= names
 
     # WHEN the operator asks for the report
     report = cli_json(env, "report", batch_id)
