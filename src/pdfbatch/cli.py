@@ -815,7 +815,8 @@ def build_parser() -> argparse.ArgumentParser:
             "By default every file that was not linked is re-run (no match, already linked, failed),\n"
             "and files still pending are re-sent. Linked files are never re-run: their user already\n"
             "points at them. Files refused at unzip (too large, encrypted or damaged entries) were never\n"
-            "staged and are left as they are. Safe to run again."
+            "staged and are left as they are. Staged copies expire (StagingExpirationDays, 7): a file\n"
+            "retried later ends failed/missing_object. Safe to run again."
         ),
         epilog="example:\n  pdfbatch retry 3f2c...e9 --failed-only --wait\n\n" + EXIT_CODES,
     )

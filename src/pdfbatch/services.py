@@ -993,7 +993,7 @@ class RedriveReport:
 
     resent: int = 0  # back on the work queue (gave_up rows reopened first)
     reopened: int = 0
-    already_done: int = 0  # the file has another outcome now: message deleted, nothing sent
+    already_done: int = 0  # the file has another outcome: counted if it was not, message deleted
     left: int = 0  # malformed, or no ledger row: left in the DLQ for a person to look at
     batches: list[str] = field(default_factory=list)
 
@@ -1050,6 +1050,9 @@ def redrive_dead_letters(
                 report.already_done += 1
         deps.queue.send_tasks([task for _, task in resend])
         dlq.delete([letter for letter, _ in resend] + finished)
+                # Recorded with another outcome, but maybe never counted (Redis failed on every
+                # delivery after the ledger write): count it now (once, whatever happened before).
+                _count(deps, row)
         report.resent += len(resend)
         if on_progress:
             on_progress(report)

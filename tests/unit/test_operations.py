@@ -348,3 +348,20 @@ def test_losing_the_timings_write_does_not_fail_a_recorded_file(
     row = files_by_name(deps, batch_id)["x.pdf"]
     assert (row.outcome, "update" in row.timings) == ("skipped_no_match", False)
     assert services.batch_status(deps, batch_id)["status"] == "COMPLETED"
+
+
+def test_redrive_counts_a_file_whose_outcome_was_recorded_but_never_counted(
+    deps: Deps, dlq: SqsDeadLetters
+) -> None:
+    # GIVEN the ledger write of a file succeeded but counting it failed on every delivery (Redis down)
+    batch_id = stage(deps, [("a.pdf", text_pdf("x"))])
+    (msg,) = receive_all(deps)
+    deps.ledger.record(batch_id, msg["index"], FileResult("skipped_no_match", "no_email"))
+    dlq.client.send_message(QueueUrl=dlq.queue_url, MessageBody=json.dumps(msg))
+    assert services.batch_status(deps, batch_id)["status"] == "PROCESSING"
+    # WHEN the DLQ is redriven THEN it is counted once, the batch completes, nothing is re-sent
+    report = services.redrive_dead_letters(deps, dlq)
+    assert (report.already_done, report.resent) == (1, 0)
+    status = assert_counters_match_ledger(deps, batch_id)
+    assert (status["status"], status["processed"]) == ("COMPLETED", 1)
+    assert deps.ledger.get_batch(batch_id).status == "COMPLETED"  # type: ignore[union-attr]
