@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from pdfbatch import archive, metrics, pdf
+from pdfbatch import archive, metrics
 from pdfbatch.config import Settings
 from pdfbatch.errors import (
     ArchiveRejected,
@@ -378,6 +378,10 @@ def process_file(deps: Deps, task: FileTask) -> FileRow | None:
         return _finish(deps, task, FileResult(Outcome.FAILED, Reason.MISSING_OBJECT), started)
     timings["download"] = time.monotonic() - t
     sha = hashlib.sha256(data).hexdigest()
+
+    # Imported here, not at the top: unzip and status never parse a PDF, and pypdf, pypdfium2 and
+    # cryptography cost ~20 MB of resident memory in every execution environment that loads them.
+    from pdfbatch import pdf
 
     try:
         scan = pdf.scan(
