@@ -1050,13 +1050,13 @@ def redrive_dead_letters(
                 if task.batch_id not in report.batches:
                     report.batches.append(task.batch_id)
             else:
+                # Recorded with another outcome, but maybe never counted (Redis failed on every
+                # delivery after the ledger write): count it now (once, whatever happened before).
+                _count(deps, row)
                 finished.append(letter)
                 report.already_done += 1
         deps.queue.send_tasks([task for _, task in resend])
         dlq.delete([letter for letter, _ in resend] + finished)
-                # Recorded with another outcome, but maybe never counted (Redis failed on every
-                # delivery after the ledger write): count it now (once, whatever happened before).
-                _count(deps, row)
         report.resent += len(resend)
         if on_progress:
             on_progress(report)
