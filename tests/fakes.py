@@ -41,6 +41,7 @@ class FakeLedger:
         self._clock = clock
         self._lock = threading.RLock()
         self.batches: dict[str, BatchRow] = {}
+        self.uploads: dict[str, str] = {}
         self.files: dict[tuple[str, int], FileRow] = {}
         self.users: dict[int, UserRow] = {}  # as stored: email exactly as inserted, pdf_url may be ""
 
@@ -80,6 +81,11 @@ class FakeLedger:
                 batch_id,
                 BatchRow(batch_id, bucket, key, source, status, None, 0, {}, None, now, now, None, None),
             )
+
+    def batch_for_upload(self, token: str, candidate_id: str) -> str:
+        """The batch id of an upload token: ``candidate_id`` if this is its first claim, else the first's."""
+        with self._lock:
+            return self.uploads.setdefault(token, candidate_id)
 
     def get_batch(self, batch_id: str) -> BatchRow | None:
         """The batch row, or None."""

@@ -151,6 +151,10 @@ class Ledger(Protocol):
         """Batches created from an object key, newest first."""
         ...
 
+    def batch_for_upload(self, token: str, candidate_id: str) -> str:
+        """The batch id of an upload token: ``candidate_id`` if this is its first claim, else the first's."""
+        ...
+
     def start_batch(self, batch_id: str, total_files: int, ignored_files: int) -> None:
         """Record the inspected totals and move a non-final batch to PROCESSING."""
         ...

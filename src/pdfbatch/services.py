@@ -89,17 +89,27 @@ def new_batch_id() -> str:
     return secrets.token_hex(16)
 
 
-def batch_identity(bucket: str, key: str, sequencer: str | None, version_id: str | None) -> tuple[str, str]:
-    """(batch id, source) of an uploaded object: the API's id, or one derived from the S3 event.
+def upload_token(upload: Upload) -> str:
+    """What makes two S3 notifications the same upload: bucket, key and sequencer (or version).
 
-    A duplicated notification carries the same sequencer (or version), so it maps to the same batch.
+    A duplicated notification carries the same sequencer, so it resolves to the same batch.
     """
-    match = UPLOAD_KEY_RE.fullmatch(key)
+    token = upload.sequencer or upload.version_id or ""
+    raw = f"{upload.bucket}\x00{upload.key}\x00{token}".encode("utf-8", "surrogatepass")
+    return hashlib.sha256(raw).hexdigest()
+
+
+def resolve_batch(deps: Deps, upload: Upload) -> tuple[str, str]:
+    """(batch id, source) of an uploaded object: the API's id, or a random one claimed for the upload.
+
+    A ZIP dropped straight into uploads/ gets a fresh 128-bit id the first time its notification is
+    seen; the ledger maps the upload's token to it, so every duplicate finds the same batch, and the
+    id cannot be worked out from the bucket, key or sequencer.
+    """
+    match = UPLOAD_KEY_RE.fullmatch(upload.key)
     if match:
         return match.group(1), "api"
-    token = sequencer or version_id or ""
-    digest = hashlib.sha256(f"{bucket}\x00{key}\x00{token}".encode("utf-8", "surrogatepass")).hexdigest()
-    return digest[:32], "s3"
+    return deps.ledger.batch_for_upload(upload_token(upload), new_batch_id()), "s3"
 
 
 def create_batch(deps: Deps) -> dict[str, Any]:
@@ -156,7 +166,7 @@ class StageReport:
 def stage_zip(deps: Deps, upload: Upload) -> StageReport:
     """Inspect the ZIP, register every entry, stage each PDF and queue it; idempotent per batch."""
     s = deps.settings
-    batch_id, source = batch_identity(upload.bucket, upload.key, upload.sequencer, upload.version_id)
+    batch_id, source = resolve_batch(deps, upload)
     logger.append_keys(batch_id=batch_id)
     t0 = time.monotonic()
     batch = deps.ledger.create_batch(batch_id, upload.bucket, upload.key, source, BatchStatus.PROCESSING)
@@ -545,7 +555,7 @@ def abandon_upload(deps: Deps, upload: Upload, reason: str = UNZIP_FAILED) -> st
     The batch row is created if unzip died before creating it. A batch already final, or one an
     earlier run unpacked completely (its workers finish it), is left as it is. Returns the status.
     """
-    batch_id, source = batch_identity(upload.bucket, upload.key, upload.sequencer, upload.version_id)
+    batch_id, source = resolve_batch(deps, upload)
     logger.append_keys(batch_id=batch_id)
     batch = deps.ledger.create_batch(batch_id, upload.bucket, upload.key, source, BatchStatus.PROCESSING)
     if batch.status in FINAL_STATUSES:

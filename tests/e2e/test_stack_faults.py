@@ -10,8 +10,6 @@ from typing import Any
 import boto3
 import pytest
 
-from pdfbatch import services
-
 pytestmark = pytest.mark.e2e
 
 
@@ -51,15 +49,13 @@ def test_an_upload_unzip_failed_on_every_attempt_ends_failed_not_processing(stac
     sqs = client(stack, "sqs")
     sqs.send_message(QueueUrl=stack["outputs"]["UnzipDeadLetterQueueUrl"], MessageBody=json.dumps(record))
     # THEN unzip consumes it and the API reports the batch FAILED with a machine-readable reason
-    batch_id = services.batch_identity(bucket, key, sequencer, None)[0]
+    # (found by its key, as an operator would: its id is random, not derived from the event)
     deadline = time.monotonic() + 90
     body: dict[str, Any] = {}
     while time.monotonic() < deadline:
-        with stack["db"].cursor() as cur:
-            cur.execute("SELECT status FROM pdfbatch_batches WHERE batch_id = %s", (batch_id,))
-            row = cur.fetchone()
-        if row and row[0] == "FAILED":
-            body, _ = stack["api"].status(batch_id)
+        found = stack["api"].find(key)
+        if found and found[0]["status"] == "FAILED":
+            body, _ = stack["api"].status(found[0]["batchId"])
             break
         time.sleep(0.5)
     assert (body.get("status"), body.get("reason")) == ("FAILED", "unzip_failed"), body

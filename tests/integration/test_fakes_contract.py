@@ -119,6 +119,8 @@ def ledger_script(side: LedgerSide, run: str) -> Transcript:
     call("create s3 later", ledger.create_batch, b3, "bkt", key, "s3", "PROCESSING")
     call("find newest first", ledger.find_batches, key)
     call("find none", ledger.find_batches, "uploads/none.zip")
+    call("claim upload", ledger.batch_for_upload, f"t{run}", b2)
+    call("claim upload again finds the first", ledger.batch_for_upload, f"t{run}", b3)
     call("get unknown", ledger.get_batch, nope)
     tick(0.1)
     call("start", ledger.start_batch, b1, 5, 2)

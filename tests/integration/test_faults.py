@@ -328,7 +328,7 @@ def test_unzip_killed_half_way_through_a_large_zip_is_finished_by_the_retry(ls_d
         run_killed_worker(deps.settings, {"run": "stage_zip", "upload": upload_args, "die_after": hook})
         == KILLED
     )
-    batch_id = services.batch_identity(up.bucket, up.key, up.sequencer, None)[0]
+    batch_id = services.resolve_batch(deps, up)[0]
     assert 40 <= len(keys(deps, "staging/")) < n
     assert services.batch_status(deps, batch_id)["status"] == "PROCESSING"
     # and workers process what it had queued, while S3 retries the event
@@ -517,7 +517,7 @@ def test_unzip_dlq_message_fails_the_batch_unzip_never_finished(deps: Deps, db: 
         bootstrap.override(None)
     # THEN the batch exists and is FAILED unzip_failed; the malformed message is dropped, not retried
     assert result == {"batchItemFailures": []}
-    batch_id = services.batch_identity(up.bucket, up.key, "00AA", None)[0]
+    batch_id = services.resolve_batch(deps, up)[0]
     status = services.batch_status(deps, batch_id)
     assert (status["status"], status["reason"]) == ("FAILED", "unzip_failed")
     with db.cursor() as cur:

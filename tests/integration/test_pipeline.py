@@ -151,7 +151,7 @@ def test_rerun_of_an_unfinished_batch_resends_only_what_is_not_done(
     with pytest.raises(SystemExit):
         services.stage_zip(deps, up)
     monkeypatch.setattr(deps.ledger, "mark_unpacked", real_mark)
-    report = services.StageReport(services.batch_identity(up.bucket, up.key, up.sequencer, None)[0], "")
+    report = services.StageReport(services.resolve_batch(deps, up)[0], "")
     msgs = receive_all(deps)
     for body in msgs[:2]:
         services.process_file(deps, FileTask.from_message(body))

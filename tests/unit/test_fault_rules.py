@@ -180,7 +180,7 @@ def test_unzip_dying_after_recording_unpacked_is_finished_by_the_duplicate(
     with pytest.raises(SystemExit):
         services.stage_zip(deps, up)
     drain(deps)
-    batch_id = services.batch_identity(up.bucket, up.key, up.sequencer, None)[0]
+    batch_id = services.resolve_batch(deps, up)[0]
     assert services.batch_status(deps, batch_id)["status"] == "PROCESSING"  # every file done, not known
     # WHEN S3 retries the event THEN the batch completes, nothing re-sent or counted twice
     again = services.stage_zip(deps, up)
@@ -200,7 +200,7 @@ def test_upload_unzip_never_got_to_is_failed_unzip_failed(deps: Deps) -> None:
     # WHEN it comes out of the unzip DLQ
     assert services.abandon_upload(deps, up) == "FAILED"
     # THEN the batch exists, FAILED with a machine-readable reason, in Redis and MySQL
-    batch_id = services.batch_identity(BUCKET, up.key, "0A", None)[0]
+    batch_id = services.resolve_batch(deps, up)[0]
     status = services.batch_status(deps, batch_id)
     assert (status["status"], status["reason"]) == ("FAILED", "unzip_failed")
     row = deps.ledger.get_batch(batch_id)
@@ -218,7 +218,7 @@ def test_upload_unzip_died_on_half_way_is_failed_with_what_was_done_counted(
     with pytest.raises(SystemExit):
         services.stage_zip(deps, up)
     done = drain(deps)
-    batch_id = services.batch_identity(up.bucket, up.key, up.sequencer, None)[0]
+    batch_id = services.resolve_batch(deps, up)[0]
     progress.expire(batch_id)
     # WHEN its event comes out of the unzip DLQ
     services.abandon_upload(deps, up)

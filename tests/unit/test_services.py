@@ -6,6 +6,7 @@ The fakes are held to the real adapters by tests/integration/test_fakes_contract
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -345,7 +346,7 @@ def test_unzip_fails_when_messages_are_refused_and_its_retry_sends_them(deps: De
     # WHEN unzip runs THEN it raises (the S3 event is retried) and the batch is not marked unpacked
     with pytest.raises(DependencyUnavailable):
         services.stage_zip(replace(deps, queue=refusing), up)
-    batch_id, _ = services.batch_identity(BUCKET, up.key, up.sequencer, None)
+    batch_id, _ = services.resolve_batch(deps, up)
     assert services.batch_status(deps, batch_id)["status"] == "PROCESSING"
     # and the retry with a working queue sends every message, so the batch completes
     report = services.stage_zip(deps, up)
@@ -408,10 +409,25 @@ def test_api_upload_keeps_the_batch_id_it_was_given(deps: Deps) -> None:
         ("uploads/other.zip", "s3"),
     ],
 )
-def test_only_an_api_shaped_key_carries_its_own_batch_id(key: str, source: str) -> None:
-    batch_id, got = services.batch_identity(BUCKET, key, "01", None)
+def test_only_an_api_shaped_key_carries_its_own_batch_id(deps: Deps, key: str, source: str) -> None:
+    batch_id, got = services.resolve_batch(deps, services.Upload(BUCKET, key, 1, sequencer="01"))
     assert got == source and re.fullmatch(r"[0-9a-f]{32}", batch_id)
     assert (batch_id == "ab" * 16) == (source == "api")
+
+
+def test_a_dropped_zip_gets_a_random_id_that_every_duplicate_notification_finds(deps: Deps) -> None:
+    # GIVEN two notifications of one upload, and one of a later upload of the same key
+    first = services.Upload(BUCKET, "uploads/drop.zip", 1, sequencer="0055")
+    again = services.Upload(BUCKET, "uploads/drop.zip", 1, sequencer="0055")
+    later = services.Upload(BUCKET, "uploads/drop.zip", 1, sequencer="0056")
+    # WHEN each is resolved to a batch
+    ids = [services.resolve_batch(deps, up)[0] for up in (first, again, later)]
+    # THEN the duplicate finds the first's batch, the new upload gets its own,
+    # and neither id can be computed from what the event carries
+    assert ids[0] == ids[1] != ids[2]
+    for up, batch_id in zip((first, later), (ids[0], ids[2]), strict=True):
+        token = services.upload_token(up)
+        assert batch_id not in token and batch_id != hashlib.sha256(token.encode()).hexdigest()[:32]
 
 
 def unzip_dies_before_recording_unpacked(deps: Deps, up: services.Upload, monkeypatch: Any) -> str:
@@ -420,7 +436,7 @@ def unzip_dies_before_recording_unpacked(deps: Deps, up: services.Upload, monkey
     monkeypatch.setattr(deps.ledger, "mark_unpacked", dies)
     with pytest.raises(DependencyUnavailable):
         services.stage_zip(deps, up)
-    return services.batch_identity(up.bucket, up.key, up.sequencer, up.version_id)[0]
+    return services.resolve_batch(deps, up)[0]
 
 
 def test_rerun_of_an_unfinished_batch_resends_only_what_is_not_done(

@@ -60,6 +60,14 @@ SCHEMA = (
       KEY by_sha (sha256)
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
     """,
+    # S3 upload (bucket, key, sequencer) -> the random batch id its first notification claimed.
+    """
+    CREATE TABLE IF NOT EXISTS pdfbatch_uploads (
+      token CHAR(64) NOT NULL PRIMARY KEY,
+      batch_id CHAR(32) NOT NULL,
+      created_at DOUBLE NOT NULL
+    ) ENGINE=InnoDB DEFAULT CHARSET=ascii COLLATE=ascii_bin
+    """,
 )
 
 # Columns added after the first release: (table, column, definition), added by ensure_schema when missing.
@@ -275,6 +283,18 @@ class MysqlLedger:
             row = cur.fetchone()
         assert row is not None
         return _batch(row)
+
+    def batch_for_upload(self, token: str, candidate_id: str) -> str:
+        """The batch id of an upload token: ``candidate_id`` if this is its first claim, else the first's."""
+        with self.client.cursor() as cur:
+            cur.execute(
+                "INSERT IGNORE INTO pdfbatch_uploads (token, batch_id, created_at) VALUES (%s, %s, %s)",
+                (token, candidate_id, self._clock()),
+            )
+            cur.execute("SELECT batch_id FROM pdfbatch_uploads WHERE token = %s", (token,))
+            row = cur.fetchone()
+        assert row is not None
+        return str(row["batch_id"])
 
     def get_batch(self, batch_id: str) -> BatchRow | None:
         """The batch row, or None."""
