@@ -394,9 +394,17 @@ class FakeProgress:
             h = self.hashes.get(batch_id)
             return dict(h) if h else None
 
-    def rebuild(self, batch_id: str, fields: Mapping[str, str | int | float], done: Sequence[int]) -> bool:
-        """Recreate the hash and done set from a ledger snapshot unless the hash exists again."""
+    def rebuild(
+        self,
+        batch_id: str,
+        fields: Mapping[str, str | int | float],
+        done: Sequence[int],
+        replace: bool = False,
+    ) -> bool:
+        """Recreate the hash and done set from a ledger snapshot unless the hash exists (or ``replace``)."""
         with self._lock:
+            if replace:
+                self.hashes.pop(batch_id, None)
             if self.hashes.get(batch_id):
                 return False
             if fields:

@@ -246,8 +246,14 @@ class Progress(Protocol):
         """The raw hash, or None when missing."""
         ...
 
-    def rebuild(self, batch_id: str, fields: Mapping[str, str | int | float], done: Sequence[int]) -> bool:
-        """Recreate an expired hash from the ledger unless it exists again; True if rebuilt."""
+    def rebuild(
+        self,
+        batch_id: str,
+        fields: Mapping[str, str | int | float],
+        done: Sequence[int],
+        replace: bool = False,
+    ) -> bool:
+        """Recreate an expired hash from the ledger unless it exists (or ``replace``); True if rebuilt."""
         ...
 
     def uncount(self, batch_id: str, index: int, outcome: str, reason: str, now: float) -> tuple[bool, str]:

@@ -334,7 +334,7 @@ def _mark_unpacked(deps: Deps, batch_id: str, total_files: int) -> str:
         _rebuild_progress(deps, batch_id)
         status = deps.progress.mark_unpacked(batch_id, total_files, deps.clock())
     if status == BatchStatus.COMPLETED:
-        _write_summary(deps, batch_id, BatchStatus.COMPLETED, None)
+        status = _complete(deps, batch_id)
     return status
 
 
@@ -602,10 +602,33 @@ def _count(deps: Deps, row: FileRow) -> None:
         _rebuild_progress(deps, row.batch_id)
         _, status = deps.progress.count(row.batch_id, row.index, row.outcome, row.reason, deps.clock())
     if status == BatchStatus.COMPLETED:
-        _write_summary(deps, row.batch_id, BatchStatus.COMPLETED, None)
+        _complete(deps, row.batch_id)
 
 
-def _rebuild_progress(deps: Deps, batch_id: str) -> None:
+def _complete(deps: Deps, batch_id: str) -> str:
+    """Redis has counted every file: write the summary, unless the ledger disagrees with the counters.
+
+    They can only disagree after a crash in a narrow window (a retry that reopened a file in MySQL but
+    died before un-counting it in Redis). The ledger is the truth: Redis is rebuilt from it, and if a
+    file is still without an outcome the batch stays PROCESSING until that file's own count ends it.
+    """
+    counts = deps.ledger.outcome_counts(batch_id)
+    batch = deps.ledger.get_batch(batch_id)
+    total = batch.total_files if batch is not None else None
+    live = deps.progress.get(batch_id) or {}
+    drifted = [k for k in (*COUNTED_OUTCOMES, "processed") if _int(live.get(k)) != counts.get(k, 0)]
+    done = total is not None and counts["processed"] >= total
+    if drifted or not done:
+        logger.error("live counters disagreed with the ledger; rebuilt from it", extra={"drifted": drifted})
+        _rebuild_progress(deps, batch_id, replace=True)
+        if not done:
+            return BatchStatus.PROCESSING
+    deps.ledger.finish_batch(batch_id, BatchStatus.COMPLETED, counts, None)
+    logger.info("batch finished", extra={"status": BatchStatus.COMPLETED, "counts": counts})
+    return BatchStatus.COMPLETED
+
+
+def _rebuild_progress(deps: Deps, batch_id: str, replace: bool = False) -> None:
     batch = deps.ledger.get_batch(batch_id)
     if batch is None:
         raise NotFound(batch_id)
@@ -617,8 +640,12 @@ def _rebuild_progress(deps: Deps, batch_id: str) -> None:
         counts[f.outcome] = counts.get(f.outcome, 0) + 1
         counts[f"reason:{f.reason}"] = counts.get(f"reason:{f.reason}", 0) + 1
     counts["processed"] = len(done)
+    status = batch.status if batch.status != BatchStatus.PENDING else BatchStatus.PROCESSING
+    if replace:  # re-syncing live counters the ledger disagreed with: the ledger says whether it is done
+        done_all = batch.total_files is not None and len(done) >= batch.total_files
+        status = BatchStatus.COMPLETED if done_all else BatchStatus.PROCESSING
     fields: dict[str, str | int | float] = {
-        "status": batch.status if batch.status != BatchStatus.PENDING else BatchStatus.PROCESSING,
+        "status": status,
         "totalFiles": batch.total_files if batch.total_files is not None else -1,
         "unpacked": 1 if batch.unpacked_at else 0,
         "createdAt": f"{batch.created_at:.3f}",
@@ -638,7 +665,7 @@ def _rebuild_progress(deps: Deps, batch_id: str) -> None:
         fields["completedAt"] = f"{batch.completed_at:.3f}"
     if batch.reason:
         fields["reason"] = batch.reason
-    rebuilt = deps.progress.rebuild(batch_id, fields, [f.index for f in done])
+    rebuilt = deps.progress.rebuild(batch_id, fields, [f.index for f in done], replace=replace)
     logger.warning("progress rebuilt from the ledger", extra={"rebuilt": rebuilt})
 
 

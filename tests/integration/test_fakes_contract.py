@@ -283,6 +283,10 @@ def progress_script(side: ProgressSide, run: str) -> Transcript:
     call("count new", p.count, b, 2, "failed", "gave_up", 22.0)
     call("count completes", p.count, b, 3, "linked", "matched", 23.0)
     call("rebuilt", p.get, b)
+    resync = {**fields, "status": "PROCESSING", "processed": 1, "linked": 1}
+    call("rebuild replacing a live hash", p.rebuild, b, resync, [3], replace=True)
+    call("replaced", p.get, b)
+    call("count an index the replace dropped", p.count, b, 0, "failed", "gave_up", 24.0)
 
     call("init early", p.init_batch, early, "PROCESSING", 2, 1.0)
     call("all counted before unpacked", p.count, early, 0, "linked", "matched", 2.0)

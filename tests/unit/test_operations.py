@@ -121,6 +121,39 @@ def test_retry_reruns_every_file_not_linked_and_counts_the_new_outcomes_once(
     assert deps.ledger.get_batch(batch_id).counts["linked"] == 2  # type: ignore[union-attr]
 
 
+def test_retry_that_died_between_reopening_and_uncounting_still_ends_with_counters_equal_to_the_ledger(
+    deps: Deps, ledger: FakeLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a completed batch whose unmatched résumé's user now exists
+    batch_id = mixed_batch(deps, ledger)
+    ledger.add_user("later@example.com")
+    # WHEN a retry dies after reopening its first file in the ledger, before un-counting it in Redis
+    real_uncount = deps.progress.uncount
+
+    def dies(*args: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(deps.progress, "uncount", real_uncount)
+        raise SystemExit(137)
+
+    monkeypatch.setattr(deps.progress, "uncount", dies)
+    with pytest.raises(SystemExit):
+        services.retry_batch(deps, batch_id)
+    # and the operator runs it again, and the files are processed
+    services.retry_batch(deps, batch_id)
+    drain(deps)
+    # THEN the batch completes and the live counters say what the ledger says (the stale count of the
+    # reopened file was noticed at completion and the counters rebuilt from the ledger)
+    rows = files_by_name(deps, batch_id)
+    assert rows["later.pdf"].outcome == "linked"
+    status = assert_counters_match_ledger(deps, batch_id)
+    assert (status["status"], status["linked"], status["skipped_no_match"], status["failed"]) == (
+        "COMPLETED",
+        2,
+        0,
+        1,
+    )
+    assert deps.ledger.get_batch(batch_id).counts["linked"] == 2  # type: ignore[union-attr]
+
+
 def test_retry_failed_only_leaves_the_skipped_files_alone(deps: Deps, ledger: FakeLedger) -> None:
     batch_id = mixed_batch(deps, ledger)
     report = services.retry_batch(deps, batch_id, failed_only=True)

@@ -118,13 +118,14 @@ return redis.call('HGET', KEYS[1], 'status')
 _REBUILD = (
     _COMPLETE_IF_DONE
     + """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+if ARGV[3] == '1' then redis.call('DEL', KEYS[1], KEYS[2])
+elseif redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 local npairs = tonumber(ARGV[2])
 for i = 0, npairs - 1 do
-  redis.call('HSET', KEYS[1], ARGV[3 + 2 * i], ARGV[4 + 2 * i])
+  redis.call('HSET', KEYS[1], ARGV[4 + 2 * i], ARGV[5 + 2 * i])
 end
 redis.call('DEL', KEYS[2])
-for i = 3 + 2 * npairs, #ARGV do
+for i = 4 + 2 * npairs, #ARGV do
   redis.call('SADD', KEYS[2], ARGV[i])
 end
 touch(ARGV[1])
@@ -226,9 +227,15 @@ class RedisProgress:
             raise DependencyUnavailable("redis", type(exc).__name__) from exc
         return dict(data) if data else None
 
-    def rebuild(self, batch_id: str, fields: Mapping[str, str | int | float], done: Sequence[int]) -> bool:
-        """Recreate the hash and done set from a ledger snapshot unless the hash exists again."""
-        args: list[Any] = [self.ttl, len(fields)]
+    def rebuild(
+        self,
+        batch_id: str,
+        fields: Mapping[str, str | int | float],
+        done: Sequence[int],
+        replace: bool = False,
+    ) -> bool:
+        """Recreate the hash and done set from a ledger snapshot unless the hash exists (or ``replace``)."""
+        args: list[Any] = [self.ttl, len(fields), "1" if replace else "0"]
         for name, value in fields.items():
             args.extend([name, value])
         args.extend(done)
