@@ -175,6 +175,7 @@ BATCH_REASON_TEXT: dict[str, str] = {
     "too_many_entries": "the ZIP has more entries than the configured maximum",
     "zip_missing": "the uploaded ZIP was deleted before it could be read",
     "unzip_failed": "unpacking the ZIP failed on every attempt (see the unzip function's logs)",
+    "upload_expired": "no ZIP was uploaded for this batch before its upload link expired",
 }
 
 

@@ -56,6 +56,9 @@ from pdfbatch.ports import (
 )
 
 UNZIP_FAILED = "unzip_failed"  # batch reason: its S3 event failed every unzip attempt (unzip DLQ)
+UPLOAD_EXPIRED = "upload_expired"  # batch reason: POST /batches, but no ZIP arrived while the link was valid
+# An upload that started just before its link expired may still be arriving: wait this long after.
+UPLOAD_GRACE_SECONDS = 3600
 UPLOAD_KEY_RE = re.compile(r"^uploads/([0-9a-f]{32})\.zip$")
 # Staging uploads in flight are capped by bytes too, so memory stays flat whatever the entry sizes.
 STAGE_INFLIGHT_BYTES = 32 * 1024 * 1024
@@ -679,11 +682,19 @@ def batch_status(deps: Deps, batch_id: str) -> dict[str, Any]:
     if not is_batch_id(batch_id):
         raise NotFound("no such batch")
     raw = deps.progress.get(batch_id)
-    if raw is not None:
+    if raw is not None and raw.get("status") != BatchStatus.PENDING:
         return _shape_live(batch_id, raw)
     batch = deps.ledger.get_batch(batch_id)
     if batch is None:
         raise NotFound("no such batch")
+    if batch.status == BatchStatus.PENDING and _upload_expired(deps, batch.created_at):
+        # Nobody uploaded to the presigned POST: the batch ends rather than waiting forever.
+        fail_batch(deps, batch_id, UPLOAD_EXPIRED)
+        logger.info("batch failed: no upload arrived", extra={"batch_id": batch_id})
+        raw = deps.progress.get(batch_id)
+        batch = deps.ledger.get_batch(batch_id) or batch
+    if raw is not None:
+        return _shape_live(batch_id, raw)
     counts = dict(batch.counts) if batch.status in FINAL_STATUSES and batch.counts else None
     if counts is None:
         counts = deps.ledger.outcome_counts(batch_id)
@@ -707,6 +718,11 @@ def batch_status(deps: Deps, batch_id: str) -> dict[str, Any]:
     )
     body["source"] = "ledger"
     return body
+
+
+def _upload_expired(deps: Deps, created_at: float) -> bool:
+    s = deps.settings
+    return deps.clock() > created_at + s.upload_url_expires_seconds + UPLOAD_GRACE_SECONDS
 
 
 def _shape_live(batch_id: str, raw: Mapping[str, str]) -> dict[str, Any]:

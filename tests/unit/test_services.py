@@ -859,3 +859,26 @@ def test_created_batch_ids_are_32_hex_unique_and_pending(deps: Deps) -> None:
     assert all(b["upload"]["fields"]["key"] == f"uploads/{b['batchId']}.zip" == b["key"] for b in bodies)
     status = services.batch_status(deps, ids[0])
     assert (status["status"], status["totalFiles"], status["percent"]) == ("PENDING", None, 0.0)
+
+
+def test_a_batch_nobody_uploads_to_ends_failed_upload_expired_once_its_link_and_grace_are_over(
+    deps: Deps,
+) -> None:
+    # GIVEN a batch created through POST /batches whose ZIP never arrives
+    clock = deps.clock
+    assert isinstance(clock, FakeClock)
+    batch_id = services.create_batch(deps)["batchId"]
+    # WHEN it is polled while the upload link (plus grace for an upload in flight) is still good
+    clock.advance(deps.settings.upload_url_expires_seconds + services.UPLOAD_GRACE_SECONDS - 1)
+    # THEN it is still waiting for its upload
+    assert services.batch_status(deps, batch_id)["status"] == "PENDING"
+    # WHEN it is polled after that, live counters still there or expired
+    clock.advance(2)
+    status = services.batch_status(deps, batch_id)
+    # THEN it has ended FAILED with a machine-readable reason, in Redis and in MySQL
+    assert (status["status"], status["reason"]) == ("FAILED", "upload_expired")
+    row = deps.ledger.get_batch(batch_id)
+    assert row is not None and (row.status, row.reason) == ("FAILED", "upload_expired")
+    # and a late upload notification changes nothing
+    late = stage(deps, [("a.pdf", text_pdf("x"))], key=f"uploads/{batch_id}.zip")
+    assert late.duplicate and late.status == "FAILED"
