@@ -7,22 +7,20 @@ outages are the same adapters pointed at closed ports; expiry is a real short Re
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 from fixtures import pdfs
+from fixtures.apigw import Context, load_handler
+from fixtures.events import s3_event, sqs_event_of
 from fixtures.faults import KILLED, Outage, run_killed_worker
 from fixtures.pipeline import (
     assert_counters_match_ledger,
@@ -41,7 +39,6 @@ from pdfbatch.services import Deps
 from plugins.services import add_users
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[2]
 RANK = {"PENDING": 0, "PROCESSING": 1, "COMPLETED": 2, "FAILED": 2}
 
 
@@ -117,53 +114,6 @@ def assert_linked_means_linked(deps: Deps, db: Any, batch_id: str) -> None:
         if row["outcome"] == "linked":
             assert urls[row["user_id"]] == deps.settings.pdf_url(row["final_key"])
             assert deps.store.get_bytes(deps.settings.bucket, row["final_key"]).startswith(b"%PDF-")
-
-
-def load_handler(name: str) -> ModuleType:
-    """Import functions/<name>/handler.py as Lambda does."""
-    spec = importlib.util.spec_from_file_location(
-        f"fault_handler_{name}", ROOT / "functions" / name / "handler.py"
-    )
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-class Context:
-    function_name = "test"
-    memory_limit_in_mb = 512
-    invoked_function_arn = "arn:aws:lambda:us-east-1:000000000000:function:test"
-    aws_request_id = "req-faults"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 60_000
-
-
-def sqs_records(
-    messages: list[dict[str, Any]], arn: str = "arn:aws:sqs:us-east-1:000000000000:q"
-) -> dict[str, Any]:
-    """An SQS event as the event source mapping builds it from received messages."""
-    return {
-        "Records": [
-            {
-                "messageId": m["MessageId"],
-                "receiptHandle": m["ReceiptHandle"],
-                "body": m["Body"],
-                "attributes": {
-                    "ApproximateReceiveCount": m["Attributes"]["ApproximateReceiveCount"],
-                    "SentTimestamp": m["Attributes"]["SentTimestamp"],
-                },
-                "messageAttributes": {},
-                "md5OfBody": m["MD5OfBody"],
-                "eventSource": "aws:sqs",
-                "eventSourceARN": arn,
-                "awsRegion": "us-east-1",
-            }
-            for m in messages
-        ]
-    }
 
 
 def receive(deps: Deps, visibility: int | None = None) -> list[dict[str, Any]]:
@@ -377,7 +327,7 @@ def test_mysql_then_redis_outage_is_retried_with_backoff_and_the_batch_completes
 
     def deliver(msgs: list[dict[str, Any]], expect_failures: int) -> list[dict[str, Any]]:
         """Run the batch through process_pdf as the event source mapping does; return what comes back."""
-        result = process.handler(sqs_records(msgs), Context())
+        result = process.handler(sqs_event_of(msgs), Context())
         failed = {f["itemIdentifier"] for f in result["batchItemFailures"]}
         assert len(failed) == expect_failures
         for m in msgs:
@@ -474,22 +424,7 @@ def destination_record(bucket: str, key: str, sequencer: str) -> dict[str, Any]:
             "condition": "RetriesExhausted",
             "approximateInvokeCount": 3,
         },
-        "requestPayload": {
-            "Records": [
-                {
-                    "eventVersion": "2.1",
-                    "eventSource": "aws:s3",
-                    "awsRegion": "us-east-1",
-                    "eventTime": "2026-11-29T10:00:00.000Z",
-                    "eventName": "ObjectCreated:Put",
-                    "s3": {
-                        "s3SchemaVersion": "1.0",
-                        "bucket": {"name": bucket, "arn": f"arn:aws:s3:::{bucket}"},
-                        "object": {"key": key.replace(" ", "+"), "size": 1234, "sequencer": sequencer},
-                    },
-                }
-            ]
-        },
+        "requestPayload": s3_event(bucket, key, 1234, sequencer),
         "responseContext": {"statusCode": 200, "executedVersion": "$LATEST", "functionError": "Unhandled"},
         "responsePayload": {"errorType": "Sandbox.Timedout", "errorMessage": "Task timed out"},
     }
@@ -512,7 +447,7 @@ def test_unzip_dlq_message_fails_the_batch_unzip_never_finished(deps: Deps, db: 
         for m in messages:
             m.update(Attributes={"ApproximateReceiveCount": "1", "SentTimestamp": "1"}, MD5OfBody="")
         # WHEN its failure record comes out of the unzip DLQ (with a malformed message beside it)
-        result = unzip.handler(sqs_records(messages), Context())
+        result = unzip.handler(sqs_event_of(messages), Context())
     finally:
         bootstrap.override(None)
     # THEN the batch exists and is FAILED unzip_failed; the malformed message is dropped, not retried

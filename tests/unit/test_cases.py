@@ -4,15 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import boto3
 import pytest
 
-from fakes import FakeClock, FakeLedger, FakeProgress
+from fakes import FakeLedger
 from fixtures import cases
-from fixtures.pipeline import assert_counters_match_ledger
-from pdfbatch.adapters.s3 import S3Store
-from pdfbatch.adapters.sqs import SqsQueue
-from pdfbatch.config import Settings
+from fixtures.pipeline import assert_counters_match_ledger, fake_deps
 from pdfbatch.services import Deps
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "CASES.md"
@@ -21,21 +17,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "CASES.md"
 @pytest.fixture()
 def deps(moto_aws: None) -> Deps:
     """FakeLedger (also the users table) and FakeProgress, moto S3 bucket and SQS queue."""
-    session = boto3.session.Session(region_name="us-east-1")
-    s3, sqs = session.client("s3"), session.client("sqs")
-    s3.create_bucket(Bucket="pdfbatch-cases")
-    queue_url = sqs.create_queue(QueueName="work")["QueueUrl"]
-    clock = FakeClock()
-    ledger = FakeLedger(clock)
-    return Deps(
-        settings=Settings(bucket="pdfbatch-cases", queue_url=queue_url, stage_workers=2),
-        store=S3Store(s3),
-        ledger=ledger,
-        users=ledger,
-        progress=FakeProgress(),
-        queue=SqsQueue(sqs, queue_url, sleep=lambda _: None),
-        clock=clock,
-    )
+    return fake_deps("pdfbatch-cases")
 
 
 @pytest.mark.parametrize("case", cases.ENTRY_CASES, ids=lambda c: c.name)

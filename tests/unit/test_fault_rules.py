@@ -10,7 +10,6 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-import boto3
 import pytest
 
 from fakes import FakeClock, FakeLedger, FakeProgress
@@ -18,6 +17,7 @@ from fixtures import pdfs
 from fixtures.pipeline import (
     assert_counters_match_ledger,
     drain,
+    fake_deps,
     files_by_name,
     process_all,
     receive_all,
@@ -25,8 +25,6 @@ from fixtures.pipeline import (
 )
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import services
-from pdfbatch.adapters.s3 import S3Store
-from pdfbatch.adapters.sqs import SqsQueue
 from pdfbatch.config import Settings
 from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.services import Deps
@@ -34,27 +32,9 @@ from pdfbatch.services import Deps
 BUCKET = "pdfbatch-faults"
 
 
-@functools.cache
-def _session() -> boto3.session.Session:
-    return boto3.session.Session(region_name="us-east-1")
-
-
 @pytest.fixture()
 def deps(moto_aws: None) -> Deps:
-    s3, sqs = _session().client("s3"), _session().client("sqs")
-    s3.create_bucket(Bucket=BUCKET)
-    queue_url = sqs.create_queue(QueueName="work")["QueueUrl"]
-    clock = FakeClock()
-    ledger = FakeLedger(clock)
-    return Deps(
-        settings=Settings(bucket=BUCKET, queue_url=queue_url, stage_workers=2),
-        store=S3Store(s3),
-        ledger=ledger,
-        users=ledger,
-        progress=FakeProgress(),
-        queue=SqsQueue(sqs, queue_url, sleep=lambda _: None),
-        clock=clock,
-    )
+    return fake_deps(BUCKET)
 
 
 resume = functools.cache(pdfs.resume_pdf)

@@ -7,73 +7,35 @@ stack's function log) collects both.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import json
 import logging
 import sys
 import time
-import uuid
 from collections.abc import Iterator
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-import boto3
 import pytest
 
-from fakes import FakeClock, FakeLedger, FakeProgress
+from fakes import FakeLedger
 from fixtures import pdfs
-from fixtures.pipeline import files_by_name, receive_all, upload
+from fixtures.apigw import Context, load_handler
+from fixtures.events import s3_event, sqs_event
+from fixtures.pipeline import fake_deps, files_by_name, receive_all, upload
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import bootstrap, services
 from pdfbatch import metrics as pdf_metrics
-from pdfbatch.adapters.s3 import S3Store
-from pdfbatch.adapters.sqs import SqsQueue
-from pdfbatch.config import Settings
 from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.logs import logger
 from pdfbatch.services import Deps
 
-ROOT = Path(__file__).resolve().parents[2]
 BUCKET = "pdfbatch-obs-unit"
 EMAIL = "observed.person@example.com"
 NAME = "Private Person CV.pdf"
 
 
-class Context:
-    function_name = "process-pdf"
-    memory_limit_in_mb = 1024
-    invoked_function_arn = "arn:aws:lambda:us-east-1:000000000000:function:process-pdf"
-    aws_request_id = "req-obs"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 60_000
-
-
-def load_handler(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"obs_{name}", ROOT / "functions" / name / "handler.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture()
 def deps(moto_aws: None) -> Iterator[Deps]:
-    s3 = boto3.client("s3", region_name="us-east-1")
-    sqs = boto3.client("sqs", region_name="us-east-1")
-    s3.create_bucket(Bucket=BUCKET)
-    queue_url = sqs.create_queue(QueueName="work")["QueueUrl"]
-    ledger = FakeLedger(FakeClock())
-    d = Deps(
-        settings=Settings(bucket=BUCKET, queue_url=queue_url, stage_workers=2),
-        store=S3Store(s3),
-        ledger=ledger,
-        users=ledger,
-        progress=FakeProgress(),
-        queue=SqsQueue(sqs, queue_url, sleep=lambda _: None),
-    )
+    d = fake_deps(BUCKET)
     pdf_metrics.metrics.clear_metrics()
     bootstrap.override(d)
     yield d
@@ -91,28 +53,11 @@ def capture_logs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(handler, "stream", sys.stdout)
 
 
-def sqs_event(bodies: list[dict[str, Any]], receive_count: int = 1) -> dict[str, Any]:
+def waited_event(bodies: list[dict[str, Any]], receive_count: int = 1) -> dict[str, Any]:
+    """An SQS event whose messages were sent 1.5 s ago and first received 0.5 s ago."""
     now_ms = int(time.time() * 1000)
-    return {
-        "Records": [
-            {
-                "messageId": str(uuid.uuid4()),
-                "receiptHandle": "rh",
-                "body": json.dumps(body),
-                "attributes": {
-                    "ApproximateReceiveCount": str(receive_count),
-                    "SentTimestamp": str(now_ms - 1500),
-                    "ApproximateFirstReceiveTimestamp": str(now_ms - 500),
-                },
-                "messageAttributes": {},
-                "md5OfBody": "",
-                "eventSource": "aws:sqs",
-                "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:work",
-                "awsRegion": "us-east-1",
-            }
-            for body in bodies
-        ]
-    }
+    waited = {"SentTimestamp": str(now_ms - 1500), "ApproximateFirstReceiveTimestamp": str(now_ms - 500)}
+    return sqs_event(bodies, receive_count, waited)
 
 
 def printed(out: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -142,7 +87,7 @@ def test_process_pdf_emits_stage_outcome_and_queue_age_metrics_and_keyed_logs(
     batch_id, bodies = staged_batch(deps)
     capsys.readouterr()
     # WHEN process_pdf handles both messages
-    result = load_handler("process_pdf").handler(sqs_event(bodies), Context())
+    result = load_handler("process_pdf").handler(waited_event(bodies), Context())
     assert result == {"batchItemFailures": []}
     logs, blobs = printed(capsys.readouterr().out)
     # THEN one EMF blob in the pdfbatch namespace carries every stage, the outcomes and the queue age
@@ -188,7 +133,7 @@ def test_last_receive_records_gave_up_emits_it_and_still_fails_the_message(
     monkeypatch.setattr(deps.queue, "retry_later", lambda rh, delay: released.append((rh, delay)))
     capsys.readouterr()
     # WHEN its last delivery fails too
-    event = sqs_event(bodies[:1], receive_count=deps.settings.max_receive_count)
+    event = waited_event(bodies[:1], receive_count=deps.settings.max_receive_count)
     result = load_handler("process_pdf").handler(event, Context())
     # THEN the message is reported failed (SQS moves it to the DLQ), made visible at once for that,
     assert result == {"batchItemFailures": [{"itemIdentifier": event["Records"][0]["messageId"]}]}
@@ -205,24 +150,8 @@ def test_unzip_emits_entries_staged_and_zip_timings(deps: Deps, capsys: pytest.C
     data = make_zip([("a.pdf", pdfs.text_pdf(["a"])), ("b.pdf", pdfs.text_pdf(["b"])), ("n.txt", b"x")])
     key = "uploads/drop.zip"
     deps.store.put_bytes(BUCKET, key, data, "application/zip")
-    event = {
-        "Records": [
-            {
-                "eventVersion": "2.1",
-                "eventSource": "aws:s3",
-                "awsRegion": "us-east-1",
-                "eventTime": "2026-11-29T10:00:00.000Z",
-                "eventName": "ObjectCreated:Put",
-                "s3": {
-                    "s3SchemaVersion": "1.0",
-                    "bucket": {"name": BUCKET, "arn": f"arn:aws:s3:::{BUCKET}"},
-                    "object": {"key": key, "size": len(data), "sequencer": "00A1"},
-                },
-            }
-        ]
-    }
     capsys.readouterr()
-    load_handler("unzip").handler(event, Context())
+    load_handler("unzip").handler(s3_event(BUCKET, key, len(data)), Context())
     _, blobs = printed(capsys.readouterr().out)
     app = next(b for b in blobs if "EntriesStaged" in b)
     assert app["EntriesStaged"] == [2.0] and app["EntriesRejected"] == [0.0]

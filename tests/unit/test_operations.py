@@ -8,17 +8,22 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-import boto3
 import pytest
 
 from fakes import FakeClock, FakeLedger, FakeProgress
 from fixtures import pdfs
-from fixtures.pipeline import assert_counters_match_ledger, drain, files_by_name, receive_all, upload
+from fixtures.pipeline import (
+    assert_counters_match_ledger,
+    drain,
+    fake_deps,
+    files_by_name,
+    receive_all,
+    upload,
+)
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import services
-from pdfbatch.adapters.s3 import S3Store
-from pdfbatch.adapters.sqs import SqsDeadLetters, SqsQueue
-from pdfbatch.config import Limits, Settings
+from pdfbatch.adapters.sqs import SqsDeadLetters
+from pdfbatch.config import Limits
 from pdfbatch.errors import InvalidInput, NotFound
 from pdfbatch.model import FileResult, FileTask
 from pdfbatch.services import Deps
@@ -30,21 +35,7 @@ text_pdf = functools.cache(lambda *pages: pdfs.text_pdf(list(pages)))
 
 @pytest.fixture()
 def deps(moto_aws: None) -> Deps:
-    s3 = boto3.client("s3", region_name="us-east-1")
-    sqs = boto3.client("sqs", region_name="us-east-1")
-    s3.create_bucket(Bucket=BUCKET)
-    queue_url = sqs.create_queue(QueueName="work")["QueueUrl"]
-    clock = FakeClock()
-    ledger = FakeLedger(clock)
-    return Deps(
-        settings=Settings(bucket=BUCKET, queue_url=queue_url, stage_workers=2),
-        store=S3Store(s3),
-        ledger=ledger,
-        users=ledger,
-        progress=FakeProgress(),
-        queue=SqsQueue(sqs, queue_url, sleep=lambda _: None),
-        clock=clock,
-    )
+    return fake_deps(BUCKET)
 
 
 @pytest.fixture()
@@ -55,7 +46,7 @@ def ledger(deps: Deps) -> FakeLedger:
 
 @pytest.fixture()
 def dlq(deps: Deps) -> Iterator[SqsDeadLetters]:
-    sqs = boto3.client("sqs", region_name="us-east-1")
+    sqs: Any = deps.queue.client  # type: ignore[union-attr]  # moto's SQS, as the work queue
     yield SqsDeadLetters(sqs, sqs.create_queue(QueueName="work-dlq")["QueueUrl"])
 
 

@@ -12,19 +12,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fakes import FakeClock, FakeLedger, FakeProgress
 from fixtures import pdfs
 from fixtures.apigw import TEST_API_KEY, Context, api_event, load_handler
-from fixtures.pipeline import drain, upload
+from fixtures.pipeline import drain, fake_deps, upload
 from fixtures.zips import make_zip, pdf_bytes
 from pdfbatch import archive, bootstrap, pdf, services
-from pdfbatch.adapters.s3 import S3Store
-from pdfbatch.adapters.sqs import SqsQueue
 from pdfbatch.config import Limits, Settings, parse_mysql_url
 from pdfbatch.errors import ArchiveRejected, ConfigError, EntryRejected
 from pdfbatch.model import Reason
@@ -34,20 +30,7 @@ from pdfbatch.services import Deps
 @pytest.fixture()
 def deps(moto_aws: None) -> Iterator[Deps]:
     """Fakes for MySQL/Redis, moto S3/SQS, wired into the handlers."""
-    session = boto3.session.Session(region_name="us-east-1")
-    s3, sqs = session.client("s3"), session.client("sqs")
-    s3.create_bucket(Bucket="pdfbatch-sec")
-    queue_url = sqs.create_queue(QueueName="work")["QueueUrl"]
-    ledger = FakeLedger(FakeClock())
-    d = Deps(
-        settings=Settings(bucket="pdfbatch-sec", queue_url=queue_url, stage_workers=2, api_key=TEST_API_KEY),
-        store=S3Store(s3),
-        ledger=ledger,
-        users=ledger,
-        progress=FakeProgress(),
-        queue=SqsQueue(sqs, queue_url, sleep=lambda _: None),
-        clock=FakeClock(),
-    )
+    d = fake_deps("pdfbatch-sec", api_key=TEST_API_KEY)
     bootstrap.override(d)
     yield d
     bootstrap.override(None)

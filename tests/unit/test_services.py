@@ -13,7 +13,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-import boto3
 import pytest
 
 from fakes import FakeClock, FakeLedger, FakeProgress
@@ -21,6 +20,7 @@ from fixtures import pdfs, zips
 from fixtures.pipeline import (
     assert_counters_match_ledger,
     drain,
+    fake_deps,
     files_by_name,
     process_all,
     receive_all,
@@ -28,9 +28,7 @@ from fixtures.pipeline import (
 )
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import archive, services
-from pdfbatch.adapters.s3 import S3Store
 from pdfbatch.adapters.sqs import SqsQueue
-from pdfbatch.config import Settings
 from pdfbatch.errors import DependencyUnavailable, InvalidInput, NotFound
 from pdfbatch.model import FileTask, staging_key
 from pdfbatch.ports import FileRow
@@ -43,31 +41,10 @@ RANK = {"PENDING": 0, "PROCESSING": 1, "COMPLETED": 2, "FAILED": 2}
 # --- fixtures ----------------------------------------------------------------------------------
 
 
-@functools.cache
-def _session() -> boto3.session.Session:
-    # One session for the module: it loads the S3/SQS service models once (~70 ms a client otherwise).
-    # It is only ever used inside moto_aws, with its fake credentials.
-    return boto3.session.Session(region_name="us-east-1")
-
-
 @pytest.fixture()
 def deps(moto_aws: None) -> Deps:
     """FakeLedger (also the users table) and FakeProgress, moto S3 bucket and SQS queue, a still clock."""
-    s3 = _session().client("s3")
-    sqs = _session().client("sqs")
-    s3.create_bucket(Bucket=BUCKET)
-    queue_url = sqs.create_queue(QueueName="work")["QueueUrl"]
-    clock = FakeClock()
-    ledger = FakeLedger(clock)
-    return Deps(
-        settings=Settings(bucket=BUCKET, queue_url=queue_url, stage_workers=2),
-        store=S3Store(s3),
-        ledger=ledger,
-        users=ledger,
-        progress=FakeProgress(),
-        queue=SqsQueue(sqs, queue_url, sleep=lambda _: None),
-        clock=clock,
-    )
+    return fake_deps(BUCKET)
 
 
 @pytest.fixture()

@@ -12,19 +12,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-import boto3
 import pytest
 
 from fakes import FakeClock, FakeLedger, FakeProgress
 from fixtures import pdfs
 from fixtures.apigw import TEST_API_KEY, Context, api_event, header, load_handler
 from fixtures.openapi import SPEC_FILE, check_response
-from fixtures.pipeline import drain, process_all, receive_all, upload
+from fixtures.pipeline import drain, fake_deps, process_all, receive_all, upload
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import bootstrap, services
-from pdfbatch.adapters.s3 import S3Store
-from pdfbatch.adapters.sqs import SqsQueue
-from pdfbatch.config import Settings
 from pdfbatch.model import describe
 from pdfbatch.services import Deps
 
@@ -56,21 +52,7 @@ class Answer:
 @pytest.fixture()
 def deps(moto_aws: None) -> Iterator[Deps]:
     """FakeLedger and FakeProgress on a still clock, moto S3 and SQS, the status handler wired to them."""
-    session = boto3.session.Session(region_name="us-east-1")
-    s3, sqs = session.client("s3"), session.client("sqs")
-    s3.create_bucket(Bucket=BUCKET)
-    queue_url = sqs.create_queue(QueueName="work")["QueueUrl"]
-    clock = FakeClock()
-    ledger = FakeLedger(clock)
-    d = Deps(
-        settings=Settings(bucket=BUCKET, queue_url=queue_url, stage_workers=2, api_key=TEST_API_KEY),
-        store=S3Store(s3),
-        ledger=ledger,
-        users=ledger,
-        progress=FakeProgress(),
-        queue=SqsQueue(sqs, queue_url, sleep=lambda _: None),
-        clock=clock,
-    )
+    d = fake_deps(BUCKET, api_key=TEST_API_KEY)
     bootstrap.override(d)
     yield d
     bootstrap.override(None)
