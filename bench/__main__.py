@@ -1,0 +1,433 @@
+"""`python -m bench [--quick] [--sections 1,2,...]`: run the benchmark, print the table, write it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench import cpu, extraction, report
+from bench.report import Row, Target
+
+RESULTS = Path(__file__).resolve().parent / "results"
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How big each section's corpus is (full run vs --quick smoke run)."""
+
+    extract_resumes: int = 100
+    extract_manuals: int = 8
+    manual_pages: int = 100
+    resumes: int = 300
+    manuals: int = 20
+    scale: tuple[int, int] = (1_000, 10_000)
+    memory: tuple[tuple[str, int], ...] = (("10 MB", 10 * MiB), ("100 MB", 100 * MiB), ("1 GB", 1024 * MiB))
+    pollers: int = 20
+
+
+QUICK = Sizes(
+    extract_resumes=5,
+    extract_manuals=1,
+    manual_pages=10,
+    resumes=20,
+    manuals=2,
+    scale=(40, 80),
+    memory=(("2 MB", 2 * MiB), ("4 MB", 4 * MiB)),
+    pollers=3,
+)
+
+
+@dataclass
+class Bench:
+    """Accumulates rows and notes while sections run."""
+
+    sizes: Sizes
+    log: Callable[[str], None]
+    rows: list[Row] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+    def section(self, name: str, fn: Callable[[], None]) -> None:
+        """Run one section; a failure is reported in the table instead of ending the run."""
+        self.log(f"== {name}")
+        t = time.monotonic()
+        try:
+            fn()
+        except Exception as exc:
+            self.failures.append(f"{name}: {type(exc).__name__}: {exc}")
+            self.log(traceback.format_exc())
+        self.log(f"   {name} took {time.monotonic() - t:.0f} s")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `make bench`."""
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="tiny corpora: checks the bench runs, not speed")
+    parser.add_argument("--sections", default="1,2,3,4,5,6", help="comma-separated section numbers")
+    parser.add_argument("--out", type=Path, default=None, help="where to write the table (markdown)")
+    args = parser.parse_args(argv)
+    sections = {s.strip() for s in args.sections.split(",") if s.strip()}
+    sizes = QUICK if args.quick else Sizes()
+    from bench.corpora import OUT as SCRATCH
+
+    out = args.out or (SCRATCH / "quick.md" if args.quick else RESULTS / "latest.md")
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    started = time.monotonic()
+    bench = Bench(sizes, log)
+    if "1" in sections:
+        bench.section(
+            "1 extraction",
+            lambda: bench.rows.extend(
+                extraction.run(sizes.extract_resumes, sizes.extract_manuals, sizes.manual_pages)
+            ),
+        )
+    if sections & {"2", "3", "4", "5", "6"}:
+        from bench import stack as st
+
+        with st.Lease() as lease:
+            log(f"LocalStack at {lease.endpoint}; deploying {st.STACK} with `pdfbatch stack up`")
+            st.reset_state()
+            stack = st.up(lease.endpoint, log)
+            _stack_sections(bench, stack, sections)
+    text = report.render(
+        bench.rows,
+        title="pdfbatch benchmark"
+        + (" (--quick: tiny corpora, figures are not meaningful)" if args.quick else ""),
+        notes=[
+            *bench.notes,
+            *(f"section failed: {f}" for f in bench.failures),
+            *closing_notes(bench.rows),
+        ],
+        seconds=time.monotonic() - started,
+    )
+    print(text)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    log(f"written to {out}")
+    return 1 if bench.failures else 0
+
+
+def closing_notes(rows: Sequence[Row]) -> list[str]:
+    """Why the misses happen and what would close them (figures from this run where they exist)."""
+    by = {r.figure: r.value for r in rows}
+
+    def v(figure: str, fmt: str = ".1f") -> str:
+        value = by.get(figure)
+        return "n/a" if value is None else format(value, fmt)
+
+    notes = [
+        "Corpus: résumés (one or two full pages) and 100-page manuals are drawn by fpdf2 with embedded "
+        f"{corpora_fonts()} and bold headings, as word processors write them; pypdf reads them in "
+        f"{v('extract résumé: pypdf whole document')} ms and "
+        f"{v('extract manual, email p.1: pypdf whole document', '.0f')} ms (the issue measured 11.7 and "
+        "1061 ms on its corpus). Core-font PDFs (ops.samples, used for the scale runs) parse in ~1 ms and "
+        "would make the extraction ratios meaningless.",
+        "Extraction: the project's extractor is pypdf's structure and encryption check, then pypdfium2 "
+        "page by page in the reader process pdf.py keeps (isolation from hostile files). On manuals the "
+        "check is most of the cost: pypdf's len(reader.pages) walks all 100 page objects (~13 ms measured "
+        "while profiling; pypdfium2's first page is ~3 ms). Taking the page count from pdfium, or the page "
+        "tree's /Count, would close the 100x target (across runs the ratio was 26-90x: ours is 10-20 ms, "
+        "mostly that walk); on résumés pypdfium2's full-page text is ~2.7 ms "
+        "against pypdf's ~9 ms, so 4x also needs the check and the hand-off to the reader to cost ~nothing.",
+        "End to end: the machine's two cores are the limit: LocalStack (S3, SQS, Lambda service, logs) "
+        "takes ~40-45% of the CPU of a batch and the function processes ~50% (see the CPU note above). "
+        "Every S3 call goes through LocalStack's Python gateway: GET and CopyObject cost ~4-6 ms each "
+        "uncontended (concurrency 1 row) and ~15 ms each when five environments compete for two cores, "
+        "which is most of the per-file work outside extraction. Per-file work under 15 ms with a download "
+        "and a server-side copy is not reachable through LocalStack here (nor as wall time on AWS, where "
+        "GET and CopyObject take tens of ms); what it bounds well is CPU: the functions spend ~15 ms of "
+        "CPU per PDF. Concurrency 5 on two cores buys ~1.3-1.5x over 1, not 5x: the cap is real (peak "
+        "overlap 5, then 1) but the CPU is shared. Repeated runs on this shared machine (other test "
+        "suites running) vary by ~+-15%: eight runs of this section gave 40-53 PDFs/s.",
+        "Scale: no per-file step grows with the batch (files 9,000-10,000 go as fast as 4,000-5,000); "
+        "what differs is the phases. unzip records a ledger row per entry before the first message (so "
+        "no file can be lost or finish a half-unpacked batch), and then competes for the two cores with "
+        "process_pdf while it stages: in a 10,000-PDF run files were processed at ~40/s while unzip "
+        "staged (~70 s) and ~65/s after. On AWS unzip has its own CPU.",
+        "Tried while tuning, not kept (within that noise): SQS BatchSize 10 (fewer invocations and SQS "
+        "calls, 40-53 PDFs/s against 43-48 with 5) and MaximumBatchingWindow 0 (more, emptier receives: "
+        "LocalStack CPU went up). LocalStack's SQS poller also backs off on an empty queue, so the first "
+        "PDF starts 0.2-1.9 s after the upload; on AWS long polling picks the first message up at once.",
+        "Status: a GET /batches/{id} goes API Gateway -> Lambda invoke -> function -> Redis inside "
+        "LocalStack; the function itself answers in a few ms (its REPORT durations), the rest is "
+        "LocalStack's gateway and invoke path on saturated cores. 20 simultaneous first polls start 20 "
+        "execution environments at once (the cold-start row); AWS serves warm polls in ~10-30 ms. "
+        "Closing it locally needs cores the batch does not use; on AWS, warm environments (provisioned "
+        "concurrency for status) remove the cold-start tail.",
+        "Memory: an unzip environment holds ~95-100 MB before the ZIP matters: the runtime with boto3 "
+        "(~34 MB), the handler's imports (~10 MB, PDF parsers no longer loaded there), S3 and SQS clients "
+        "(~20 MB), pymysql and redis (~15-25 MB). Growth from 10 MB to 1 GB was 9-16 MB across runs, "
+        "whatever the staging buffer (8 or 32 MiB) and malloc arenas (MALLOC_ARENA_MAX=2 tried): "
+        "per-entry bookkeeping (plan, ledger rows, futures) for 1,000 entries and allocator slack. "
+        "Under 100 MB at 1 GB needs a lighter client stack (e.g. one botocore session shared by both "
+        "clients, no powertools batch module in unzip).",
+        "Cost: durations are this machine's (2 cores, LocalStack alongside); on AWS a 1024 MB function "
+        "gets ~0.6 vCPU, so billed GB-s per PDF would be of the same order. Status polls, S3, SQS and "
+        "CloudWatch Logs are not included.",
+    ]
+    return notes
+
+
+def corpora_fonts() -> str:
+    """Which fonts the realistic documents embed."""
+    from bench import corpora
+
+    return corpora.fonts_note().replace("embedded ", "")
+
+
+def _stack_sections(bench: Bench, stack: object, sections: set[str]) -> None:
+    from bench import corpora, memory, pipeline
+    from bench.cost import PRICE_PER_GB_SECOND, PRICE_PER_REQUEST, REGION, per_thousand
+    from bench.stack import BenchStack
+
+    assert isinstance(stack, BenchStack)
+    sizes, rows, notes = bench.sizes, bench.rows, bench.notes
+    state: dict[str, object] = {}
+
+    def end_to_end() -> None:
+        path, users = corpora.real_batch_zip(sizes.resumes, sizes.manuals, sizes.manual_pages)
+        n = len(users)
+        label = f"{sizes.resumes} résumés + {sizes.manuals} manuals"
+        # A warm-up batch: the first invocations start execution environments (cold starts).
+        stack.seed_users(users)
+        pipeline.run_batch(stack, path, n)
+        stack.seed_users(users)
+        before = cpu.snapshot()
+        run = pipeline.run_batch(stack, path, n)
+        used = cpu.delta(before, cpu.snapshot())
+        state["run"] = run
+        rows.append(Row("2", f"{label}: upload -> COMPLETED", run.seconds, "s", Target("<=", 320 / 50, " s")))
+        rows.append(Row("2", f"{label}: throughput (concurrency 5)", run.rate, "PDFs/s", Target(">=", 50)))
+        marks = pipeline.phases(stack, run)
+        rows.append(
+            Row(
+                "2",
+                "upload start -> first PDF done",
+                marks.get("first PDF done"),
+                "s",
+                note="ZIP unpacked (every PDF staged and queued) at "
+                f"{marks.get('unpacked', float('nan')):.2f} s",
+            )
+        )
+        stats = pipeline.stage_stats(pipeline.file_timings(stack, run))
+        for stage in (*pipeline.STAGES, "total"):
+            if stage in stats:
+                p50, p95, p99, k = stats[stage]
+                rows.append(
+                    Row(
+                        "2",
+                        f"stage {stage}: p50 / p95 / p99",
+                        p50,
+                        "ms",
+                        note=f"p95 {p95:.1f}, p99 {p99:.1f} ms; {k} files",
+                    )
+                )
+        if "outside extraction" in stats:
+            p50, p95, p99, _ = stats["outside extraction"]
+            rows.append(
+                Row(
+                    "2",
+                    "per-file work outside text extraction, median",
+                    p50,
+                    "ms",
+                    Target("<=", 15, " ms"),
+                    "total per file minus pypdfium2 text extraction (validation, I/O, SQL, Redis count)",
+                )
+            )
+        process = pipeline.reports_for(stack, "process-pdf", run)
+        rows.append(
+            Row(
+                "2",
+                "process_pdf environments / peak overlapping invocations",
+                pipeline.peak_concurrency(process),
+                "",
+                Target("<=", 5),
+                f"{len({r.stream for r in process})} environments; {len(process)} invocations",
+            )
+        )
+        state["reports"] = {
+            "unzip": pipeline.reports_for(stack, "unzip", run),
+            "process_pdf": process,
+        }
+        total_cpu = sum(used.values())
+        share = ", ".join(
+            f"{k} {v:.1f} s ({100 * v / total_cpu:.0f}%)"
+            for k, v in sorted(used.items(), key=lambda kv: -kv[1])
+        )
+        notes.append(
+            f"CPU during the {n}-PDF batch ({run.seconds:.1f} s wall on 2 cores, "
+            f"{total_cpu:.1f} CPU-s): {share}."
+        )
+
+        stack.seed_users(users)
+        stack.set_process_concurrency(1)
+        try:
+            one = pipeline.run_batch(stack, path, n)
+        finally:
+            stack.set_process_concurrency(5)
+        process1 = pipeline.reports_for(stack, "process-pdf", one)
+        stats1 = pipeline.stage_stats(pipeline.file_timings(stack, one))
+        if "outside extraction" in stats1:
+            parts = ", ".join(f"{s} {stats1[s][0]:.1f}" for s in pipeline.STAGES if s in stats1)
+            rows.append(
+                Row(
+                    "2",
+                    "per-file work outside text extraction, median, process concurrency 1",
+                    stats1["outside extraction"][0],
+                    "ms",
+                    note=f"no contention between environments; stage medians (ms): {parts}",
+                )
+            )
+        rows.append(
+            Row(
+                "2",
+                f"{label}: throughput (process concurrency 1)",
+                one.rate,
+                "PDFs/s",
+                note=f"{one.seconds:.1f} s; peak overlapping invocations "
+                f"{pipeline.peak_concurrency(process1)}; concurrency 5 is {run.rate / one.rate:.2f}x this",
+            )
+        )
+
+    def responsiveness() -> None:
+        path, users = corpora.real_batch_zip(sizes.resumes, sizes.manuals, sizes.manual_pages)
+        stack.seed_users(users)
+        # The first poll of each concurrent poller starts an execution environment of the status
+        # function (a cold start): measured apart, so the figure is the API's steady state.
+        cold = pipeline.concurrent_polls(stack, sizes.pollers)
+        run = pipeline.run_batch(stack, path, len(users), pollers=sizes.pollers)
+        lat = run.status_ms
+        status = pipeline.reports_for(stack, "status", run)
+        handler = [r.duration_ms for r in status]
+        rows.append(
+            Row(
+                "5",
+                f"GET /batches/{{id}} p99, {sizes.pollers} pollers during a batch",
+                report.percentile(lat, 99),
+                "ms",
+                Target("<=", 50, " ms"),
+                f"{len(lat)} polls, p50 {report.percentile(lat, 50):.1f} ms; "
+                "each poller waits Retry-After (1 s); "
+                + (
+                    f"status function's own duration p50 {report.percentile(handler, 50):.1f}, "
+                    f"p99 {report.percentile(handler, 99):.1f} ms"
+                    if handler
+                    else ""
+                ),
+            )
+        )
+        rows.append(
+            Row(
+                "5",
+                f"GET /batches/{{id}}, first poll of {sizes.pollers} pollers at once, max",
+                max(cold),
+                "ms",
+                note=f"median {report.percentile(cold, 50):.0f} ms; before the batch; includes the cold "
+                "starts of the status environments not already warm from an earlier run",
+            )
+        )
+        rows.append(
+            Row(
+                "5",
+                f"{len(users)}-PDF batch throughput while polled",
+                run.rate,
+                "PDFs/s",
+                note=f"{run.seconds:.1f} s",
+            )
+        )
+
+    def scale() -> None:
+        rates = []
+        for n in sizes.scale:
+            path, users = corpora.scale_zip(n)
+            stack.seed_users(users)
+            run = pipeline.run_batch(stack, path, n, timeout=1200)
+            rates.append(run.rate)
+            marks = pipeline.phases(stack, run)
+            rows.append(
+                Row(
+                    "3",
+                    f"{n:,} small PDFs: throughput",
+                    run.rate,
+                    "PDFs/s",
+                    note=f"{run.seconds:.1f} s; first PDF done at {marks.get('first PDF done', 0):.1f} s, "
+                    f"unzip done (all staged and queued) at {marks.get('unpacked', 0):.1f} s",
+                )
+            )
+        small, big = rates
+        rows.append(
+            Row(
+                "3",
+                f"throughput at {sizes.scale[1]:,} vs {sizes.scale[0]:,}",
+                100 * big / small,
+                "%",
+                Target(">=", 80, " %"),
+                "flat within 20%",
+            )
+        )
+
+    def mem() -> None:
+        peaks = memory.measure(stack, sizes.memory)
+        for p in peaks:
+            rows.append(
+                Row(
+                    "4",
+                    f"unzip peak RSS, {p.label} ZIP",
+                    p.peak_mb,
+                    "MB",
+                    Target("<=", 100, " MB") if p is peaks[-1] else None,
+                    f"{p.entries} PDFs of ~1 MB staged {p.staged}, {p.duration_ms / 1000:.1f} s",
+                )
+            )
+        rows.append(
+            Row(
+                "4",
+                f"unzip peak RSS growth, {peaks[-1].label} vs {peaks[0].label}",
+                peaks[-1].peak_mb - peaks[0].peak_mb,
+                "MB",
+                Target("<=", 10, " MB"),
+            )
+        )
+
+    def cost() -> None:
+        reports = state.get("reports")
+        run = state.get("run")
+        if not isinstance(reports, dict) or not isinstance(run, pipeline.Run):
+            raise RuntimeError("needs section 2's measured invocations")
+        c = per_thousand(reports, run.files)
+        parts = "; ".join(f"{k} {g:.1f} GB-s, {r:.0f} requests" for k, (g, r) in c.by_function.items())
+        rows.append(Row("6", "Lambda GB-seconds per 1,000 PDFs", c.gb_seconds, "GB-s", note=parts))
+        rows.append(Row("6", "Lambda requests per 1,000 PDFs", c.requests, "", note="status polls excluded"))
+        rows.append(
+            Row(
+                "6",
+                "Lambda price per 1,000 PDFs",
+                c.usd,
+                "USD",
+                note=f"{REGION}: ${PRICE_PER_GB_SECOND}/GB-s, ${PRICE_PER_REQUEST * 1e6:.2f}/1M requests",
+            )
+        )
+
+    if sections & {"2", "6"}:
+        bench.section("2 end to end", end_to_end)
+    if "5" in sections:
+        bench.section("5 status under load", responsiveness)
+    if "3" in sections:
+        bench.section("3 scale", scale)
+    if "4" in sections:
+        bench.section("4 unzip memory", mem)
+    if "6" in sections:
+        bench.section("6 cost", cost)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
