@@ -77,6 +77,7 @@ _ARTEFACTS = str.maketrans(
         "\ufb06": "st",
     }
 )
+_HAS_ARTEFACT = re.compile("[" + "".join(re.escape(chr(c)) for c in _ARTEFACTS) + "]")
 
 # Linear by construction: the local part starts only where a run of local-part characters starts (the
 # lookbehind) and is at most 64 long, and the domain's labels are separated by dots that no label
@@ -88,8 +89,12 @@ _LABEL = re.compile(r"[^\W_](?:[\w-]*[^\W_])?")
 
 def find_emails(text: str) -> list[str]:
     """Email addresses in ``text``, lowercased, in order of first appearance, without duplicates."""
+    if "@" not in text:  # deleting artefacts never makes an "@"
+        return []
+    if _HAS_ARTEFACT.search(text):  # translate() with a dict costs ~0.1 ms/KB even when it changes nothing
+        text = text.translate(_ARTEFACTS)
     seen: dict[str, None] = {}
-    for m in _EMAIL.finditer(text.translate(_ARTEFACTS)):
+    for m in _EMAIL.finditer(text):
         email = _clean(m.group(1), m.group(2))
         if email is not None:
             seen.setdefault(email, None)
@@ -138,7 +143,8 @@ class PdfInfo:
 def validate(data: bytes) -> PdfInfo:
     """Check that ``data`` is a complete, readable PDF; raise MalformedPdf or EncryptedPdf otherwise.
 
-    Reads the header, trailer, cross-reference and page tree only, never page content.
+    Reads the header, trailer, cross-reference, catalog and page tree root only, never a page: the
+    pages themselves are checked by pdfium when the document is opened for reading (_check_page_tree).
     """
     version = _check_bytes(data)
     with _pypdf_warnings() as warnings:
@@ -151,7 +157,13 @@ def validate(data: bytes) -> PdfInfo:
             catalog = root.get_object() if root is not None else None
             if not isinstance(catalog, DictionaryObject) or "/Pages" not in catalog:
                 raise MalformedPdf("catalog missing or without a page tree")
-            page_count = len(reader.pages)
+            # The page tree root's /Count, not len(reader.pages): that walks every page object (~13 ms
+            # on a 100-page manual, most of a scan). _read checks it against the pages pdfium finds.
+            tree = catalog["/Pages"].get_object()
+            count = tree.get("/Count") if isinstance(tree, DictionaryObject) else None
+            if not isinstance(count, int) or isinstance(count, bool):
+                raise MalformedPdf("page tree without a page count")
+            page_count = int(count)
         except (EncryptedPdf, MalformedPdf):
             raise
         except pypdf.errors.FileNotDecryptedError as exc:
@@ -368,14 +380,16 @@ class _Page:
 
 def _read(data: bytes, max_pages: int) -> Generator[PdfInfo | _Page, None, None]:
     """Validate ``data``, then yield each page's candidates: every step that parses untrusted bytes."""
-    yield validate(data)
+    info = validate(data)
+    yield info
     seen: set[str] = set()
     any_text = False
     with PDFIUM_LOCK:
         doc = _open_pdfium(data)
     try:
         with PDFIUM_LOCK:
-            n_pages = min(len(doc), max_pages)
+            _check_page_tree(doc, info.page_count)
+        n_pages = min(info.page_count, max_pages)
         for index in range(n_pages):
             with PDFIUM_LOCK:
                 text, links = _page_text(doc, index)
@@ -690,6 +704,18 @@ def _open_pdfium(data: bytes) -> pdfium.PdfDocument:
         if exc.err_code in (pdfium_c.FPDF_ERR_PASSWORD, pdfium_c.FPDF_ERR_SECURITY):
             raise EncryptedPdf("pdfium needs a password") from exc
         raise MalformedPdf("pdfium cannot open the document") from exc
+
+
+def _check_page_tree(doc: pdfium.PdfDocument, count: int) -> None:
+    """Every page the tree's /Count promises resolves to a page dictionary (a tree that lists itself or
+    points at non-pages fails here). pdfium walks the tree in C without parsing any content: ~0.7 ms for
+    100 pages, where pypdf's walk took ~13 ms."""
+    if len(doc) != count:
+        raise MalformedPdf("the page tree's /Count disagrees with its pages")
+    size = pdfium_c.FS_SIZEF()
+    for index in range(count):
+        if not pdfium_c.FPDF_GetPageSizeByIndexF(doc, index, ctypes.byref(size)):
+            raise MalformedPdf(f"page {index + 1} is not in the page tree")
 
 
 def _page_text(doc: pdfium.PdfDocument, index: int) -> tuple[str, list[str]]:
