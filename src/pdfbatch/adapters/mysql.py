@@ -383,19 +383,19 @@ class MysqlLedger:
         return _file(row) if row else None
 
     def begin_attempt(self, batch_id: str, index: int) -> int:
-        """Count an attempt and return its number."""
+        """Count an attempt and return its number (0 when there is no such row).
+
+        One statement, not UPDATE then SELECT: LAST_INSERT_ID(expr) makes the server return the new
+        count in the UPDATE's own reply (as the insert id), per connection, so no other writer can
+        interleave.
+        """
         with self.client.cursor() as cur:
             cur.execute(
-                "UPDATE pdfbatch_files SET attempts = attempts + 1, started_at = %s "
+                "UPDATE pdfbatch_files SET attempts = LAST_INSERT_ID(attempts + 1), started_at = %s "
                 "WHERE batch_id = %s AND entry_index = %s",
                 (self._clock(), batch_id, index),
             )
-            cur.execute(
-                "SELECT attempts FROM pdfbatch_files WHERE batch_id = %s AND entry_index = %s",
-                (batch_id, index),
-            )
-            row = cur.fetchone()
-        return int(row["attempts"]) if row else 0
+            return int(cur.lastrowid or 0) if cur.rowcount == 1 else 0
 
     def _record_sql(self) -> str:
         return (
