@@ -239,9 +239,16 @@ class MysqlLedger:
         self._sql_pdf_url = (
             f"SELECT `{u.pdf_url_column}` AS pdf_url FROM {_quote_table(u.table)} WHERE `{u.id_column}` = %s"
         )
+        # The user's pdf_url and the file's outcome in one multi-table UPDATE: the join has a row only
+        # while the user is unlinked AND the file has no outcome, so both rows change or neither does
+        # (one atomic statement: one round trip instead of BEGIN, two UPDATEs and COMMIT).
         self._sql_link = (
-            f"UPDATE {_quote_table(u.table)} SET `{u.pdf_url_column}` = %s "
-            f"WHERE `{u.id_column}` = %s AND (`{u.pdf_url_column}` IS NULL OR `{u.pdf_url_column}` = '')"
+            f"UPDATE {_quote_table(u.table)} AS u JOIN pdfbatch_files AS f "
+            "ON f.batch_id = %s AND f.entry_index = %s AND f.outcome IS NULL "
+            f"SET u.`{u.pdf_url_column}` = %s, f.outcome = %s, f.reason = %s, f.user_id = %s, "
+            "f.final_key = %s, f.sha256 = COALESCE(%s, f.sha256), f.timings = %s, f.finished_at = %s "
+            f"WHERE u.`{u.id_column}` = %s "
+            f"AND (u.`{u.pdf_url_column}` IS NULL OR u.`{u.pdf_url_column}` = '')"
         )
 
     # ---- users -------------------------------------------------------------------------------
@@ -429,17 +436,11 @@ class MysqlLedger:
 
     def link(self, batch_id: str, index: int, user_id: int, pdf_url: str, result: FileResult) -> bool:
         """Set the user's pdf_url and record ``result`` in one transaction; False when either was taken."""
-        try:
-            with self.client.transaction() as cur:
-                cur.execute(self._sql_link, (pdf_url, user_id))
-                if cur.rowcount != 1:
-                    raise _NotLinked  # another file (or batch) linked this user first
-                cur.execute(self._record_sql(), self._record_args(batch_id, index, result))
-                if cur.rowcount != 1:
-                    raise _NotLinked  # another delivery of this very file recorded it first
-        except _NotLinked:
-            return False
-        return True
+        record = self._record_args(batch_id, index, result)[:-2]  # the SET values, without the WHERE
+        with self.client.cursor() as cur:
+            cur.execute(self._sql_link, (batch_id, index, pdf_url, *record, user_id))
+            # 0: another file (or batch) linked this user first, or another delivery recorded this file
+            return bool(cur.rowcount == 2)
 
     def list_files(
         self, batch_id: str, after_index: int, limit: int, outcome: str | None = None
@@ -537,10 +538,6 @@ class MysqlLedger:
                 (batch_id, index, outcome, reason),
             )
             return bool(cur.rowcount == 1)
-
-
-class _NotLinked(Exception):
-    """Internal: rolls back link() when the user or the file was taken meanwhile."""
 
 
 def _quote_table(name: str) -> str:
