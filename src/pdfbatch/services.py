@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -440,8 +441,19 @@ def process_file(deps: Deps, task: FileTask) -> FileRow | None:
     won = deps.ledger.link(task.batch_id, task.index, user.id, url, linked)
     timings["update"] = time.monotonic() - t
     if won:
-        stored = deps.ledger.get_file(task.batch_id, task.index)
-        assert stored is not None
+        # The row as link() wrote it, without reading it back (a linked row is never reopened);
+        # finished_at is this process's clock, the ledger's differs by the write's duration.
+        stored = dataclasses.replace(
+            row,
+            outcome=str(linked.outcome),
+            reason=str(linked.reason),
+            user_id=user.id,
+            final_key=key,
+            sha256=sha,
+            attempts=attempt,
+            finished_at=deps.clock(),
+            timings=dict(timings),
+        )
         t = time.monotonic()
         _count(deps, stored)
         timings["count"] = time.monotonic() - t
