@@ -131,13 +131,16 @@ def closing_notes(rows: Sequence[Row]) -> list[str]:
         f"{v('extract manual, email p.1: pypdf whole document', '.0f')} ms (the issue measured 11.7 and "
         "1061 ms on its corpus). Core-font PDFs (ops.samples, used for the scale runs) parse in ~1 ms and "
         "would make the extraction ratios meaningless.",
-        "Extraction: the project's extractor is pypdf's structure and encryption check, then pypdfium2 "
-        "page by page in the reader process pdf.py keeps (isolation from hostile files). On manuals the "
-        "check is most of the cost: pypdf's len(reader.pages) walks all 100 page objects (~13 ms measured "
-        "while profiling; pypdfium2's first page is ~3 ms). Taking the page count from pdfium, or the page "
-        "tree's /Count, would close the 100x target (across runs the ratio was 26-90x: ours is 10-20 ms, "
-        "mostly that walk); on résumés pypdfium2's full-page text is ~2.7 ms "
-        "against pypdf's ~9 ms, so 4x also needs the check and the hand-off to the reader to cost ~nothing.",
+        "Extraction: the project's extractor is pypdf's structure and encryption check (the page tree's "
+        "/Count, no page walk), then pypdfium2 in the reader process pdf.py keeps (isolation from hostile "
+        "files): pdfium checks every page of the tree in C (~0.7 ms for 100 pages) and reads page by page. "
+        "Timed back to back on one class, it costs ~3.5 ms per résumé and ~6-7 ms per manual (pypdf check "
+        "~1.5 ms, of which its xref verification is half, first page ~3 ms, hand-off ~0.25 ms), i.e. "
+        "~2.3x and ~80x. The table alternates the two extractors per document, and on this VM a short task "
+        "that follows 0.5 s of other work or of sleep runs 3-9x slower than back to back (sha256 of 4 MB: "
+        "2.4 ms back to back, 11-22 ms after a 0.5 s sleep; a manual scan 7 ms vs 20-35 ms), which hits "
+        "ours (ms) and not pypdf's (500 ms). 4x on résumés is out of reach with pdfium's text layer: "
+        "loading the page and its text page alone is ~2.3 ms against pypdf's ~8-9 ms for the document.",
         "End to end: the machine's two cores are the limit: LocalStack (S3, SQS, Lambda service, logs) "
         "takes ~40-45% of the CPU of a batch and the function processes ~50% (see the CPU note above). "
         "Every S3 call goes through LocalStack's Python gateway: GET and CopyObject cost ~4-6 ms each "
