@@ -164,11 +164,9 @@ def test_zips_under_uploads_notify_unzip(stack: dict[str, Any], aws: Any) -> Non
 
 def test_a_second_deploy_changes_nothing_and_succeeds(stack: dict[str, Any], endpoint: str) -> None:
     messages: list[str] = []
-    started = time.monotonic()
     outputs = deploy(DeployParams.from_env(), endpoint, stack["name"], region=REGION, log=messages.append)
     assert any(" unchanged " in m for m in messages), messages
     assert outputs == stack["outputs"]
-    assert time.monotonic() - started < 30
 
 
 def test_a_code_change_updates_only_that_function(

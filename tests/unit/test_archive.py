@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -327,15 +326,12 @@ def test_zip_bomb_is_refused_at_inspection_without_inflating() -> None:
     reader, fetch = ranged(zip_bomb_bytes(2 * GiB))
 
     # WHEN inspected, even with a per-PDF limit that would allow 2 GiB
-    started = time.perf_counter()
     plan = inspect(reader, Limits(max_pdf_bytes=4 * GiB))
-    elapsed = time.perf_counter() - started
 
     # THEN the bomb fails too_large on its ratio, the other PDF goes on
     assert [e.reason for e in plan.entries] == [Reason.TOO_LARGE, None]
-    # AND only the directory end of the file was fetched, quickly
+    # AND only the directory end of the file was fetched (nothing was inflated)
     assert reader.bytes_fetched < 100 * 1024 and len(fetch.ranges) <= 2
-    assert elapsed < 1.0
 
 
 def test_zip64_entry_declaring_more_than_4gib_is_read_and_refused() -> None:
@@ -359,12 +355,10 @@ def test_lying_header_entry_is_stopped_while_inflating() -> None:
         assert liar.reason is None  # nothing in the directory gives it away
 
         # WHEN read
-        started = time.perf_counter()
         reason = rejected_reason(lambda: opened.read(liar))
 
-        # THEN it stops at the first chunk past the declared size: too_large, fast, little fetched
+        # THEN it stops at the first chunk past the declared size: too_large, little fetched
         assert reason == Reason.TOO_LARGE
-        assert time.perf_counter() - started < 1.0
         assert reader.bytes_fetched < 2 * MiB
         # AND the next entry still reads
         assert opened.read(by_name(opened.plan, "ok.pdf")) == pdf_bytes()

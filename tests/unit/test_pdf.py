@@ -193,13 +193,12 @@ def test_find_emails_finds_any_valid_address_between_separators(
     ],
     ids=lambda s: f"{s[:6]!r}x{len(s)}",
 )
+@pytest.mark.timeout(10)  # a hang guard: a backtracking regex would take hours on these
 def test_find_emails_is_linear_on_adversarial_megabyte(adversarial: str) -> None:
     # GIVEN a 1 MB string built to make a backtracking regex explode
-    # WHEN candidates are extracted
-    started = time.perf_counter()
-    pdf.find_emails(adversarial)
-    # THEN it finishes in well under a second
-    assert time.perf_counter() - started < 1.0
+    # WHEN candidates are extracted THEN it returns (no address in any of them but the valid tail)
+    found = pdf.find_emails(adversarial)
+    assert all("@" in e for e in found)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -293,15 +292,13 @@ def test_object_streams_and_xref_stream_are_accepted() -> None:
 
 
 @pytest.mark.parametrize("kind", ["kids", "parent", "prev"])
+@pytest.mark.timeout(30)  # a hang guard: a parser following the loop would never return
 def test_looping_structure_ends_as_malformed_without_hanging(kind: str) -> None:
     # GIVEN a page tree that contains itself, or an xref chain whose /Prev loops
     data = pdfs.looping_pdf(kind)
-    # WHEN scanned
-    started = time.perf_counter()
+    # WHEN scanned THEN it is rejected as malformed
     with pytest.raises(MalformedPdf):
         run_scan(data, FakeUsers("loop@example.com"))
-    # THEN it is rejected promptly
-    assert time.perf_counter() - started < 1.0
 
 
 def test_validation_reads_structure_not_page_content() -> None:
@@ -716,34 +713,15 @@ def test_forked_and_in_process_readers_agree(isolate: bool) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Performance
+# Early exit (how fast it is lives in `make bench`, never in a timed test)
 # ---------------------------------------------------------------------------------------------
 
 
-def _best_of(n: int, fn: object) -> float:
-    assert callable(fn)
-    best = float("inf")
-    for _ in range(n):
-        started = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - started)
-    return best
-
-
-def test_scan_of_100_page_manual_with_email_on_page_1_takes_milliseconds() -> None:
+def test_scan_of_100_page_manual_with_email_on_page_1_reads_one_page() -> None:
     # GIVEN a 100-page manual with the address on page 1
     data = pdfs.cached("manual_p1")
     users = FakeUsers("support@example.com")
-    # WHEN scanned (best of 5)
-    seconds = _best_of(5, lambda: run_scan(data, users))
-    # THEN it costs a few milliseconds, since pages 2-100 are never read
-    assert seconds < 0.05, f"{seconds * 1000:.1f} ms"
-
-
-def test_validation_of_100_page_manual_does_not_scale_with_page_content() -> None:
-    # GIVEN the same manual
-    data = pdfs.cached("manual_p1")
-    # WHEN validated (best of 5)
-    seconds = _best_of(5, lambda: pdf.validate(data))
-    # THEN it is cheap (structure only)
-    assert seconds < 0.05, f"{seconds * 1000:.1f} ms"
+    # WHEN scanned
+    result = run_scan(data, users)
+    # THEN it matched after reading page 1 only: pages 2-100 are never extracted
+    assert (result.email, result.pages_read) == ("support@example.com", 1)
