@@ -246,7 +246,7 @@ def _serve(invocations: queue.Queue[dict[str, Any]]) -> int:
 def _exit_with_parent(lifeline_fd: int) -> None:
     # The executor holds the write end of our stdin pipe; EOF means it closed it or died (even by SIGKILL).
     while os.read(lifeline_fd, 1):
-        pass
+        continue  # bytes written to the lifeline mean nothing; only EOF does
     os._exit(0)
 
 
