@@ -19,6 +19,7 @@ from fixtures import pdfs
 from pdfbatch import pdf
 from pdfbatch.errors import EncryptedPdf, MalformedPdf, PdfTimeout
 from pdfbatch.model import Reason
+from pdfbatch.pdf import emails as pdf_emails
 
 
 class FakeUsers:
@@ -149,7 +150,7 @@ def test_find_emails_never_crashes_and_returns_normalised_unique_addresses(text:
     # WHEN candidates are extracted
     found = pdf.find_emails(text)
     # THEN every result is a lowercase, unique address present in the (cleaned, lowercased) text
-    haystack = text.translate(pdf._ARTEFACTS).lower()
+    haystack = text.translate(pdf_emails._ARTEFACTS).lower()
     assert len(found) == len(set(found))
     for email in found:
         assert email == email.lower()
