@@ -20,6 +20,7 @@ from pdfbatch import pdf
 from pdfbatch.errors import EncryptedPdf, MalformedPdf, PdfTimeout
 from pdfbatch.model import Reason
 from pdfbatch.pdf import emails as pdf_emails
+from pdfbatch.pdf import structure as pdf_structure
 
 
 class FakeUsers:
@@ -581,7 +582,7 @@ def test_pypdf_warning_on_duplicate_key_is_observed_not_propagated() -> None:
         ]
     )
     # WHEN validated
-    with pdf._pypdf_warnings() as seen:
+    with pdf_structure._pypdf_warnings() as seen:
         pypdf.PdfReader(io.BytesIO(data)).trailer["/Root"].get_object()
     # THEN the warning was collected (as a template, without the key), and validation still accepts it
     assert seen and all("%(" in t for t in seen)
