@@ -20,6 +20,7 @@ from pdfbatch import pdf
 from pdfbatch.errors import EncryptedPdf, MalformedPdf, PdfTimeout
 from pdfbatch.model import Reason
 from pdfbatch.pdf import emails as pdf_emails
+from pdfbatch.pdf import pages as pdf_pages
 from pdfbatch.pdf import structure as pdf_structure
 
 
@@ -526,7 +527,7 @@ def test_pdfium_document_and_pages_are_closed_when_lookup_fails(monkeypatch: pyt
     # GIVEN a users table that is down, and spies on the documents and pages pdfium opens
     docs: list[pdfium.PdfDocument] = []
     pages: list[pdfium.PdfPage] = []
-    real_open, real_get_page = pdf._open_pdfium, pdfium.PdfDocument.get_page
+    real_open, real_get_page = pdf_structure._open_pdfium, pdfium.PdfDocument.get_page
 
     def spy_open(data: bytes) -> pdfium.PdfDocument:
         docs.append(real_open(data))
@@ -539,7 +540,7 @@ def test_pdfium_document_and_pages_are_closed_when_lookup_fails(monkeypatch: pyt
     def down(candidates: Sequence[str]) -> Mapping[str, int]:
         raise ConnectionError("users table unreachable")
 
-    monkeypatch.setattr(pdf, "_open_pdfium", spy_open)
+    monkeypatch.setattr(pdf_pages, "_open_pdfium", spy_open)
     monkeypatch.setattr(pdfium.PdfDocument, "get_page", spy_get_page)
     # WHEN scanned in this process  THEN the error propagates
     with pytest.raises(ConnectionError):
@@ -645,7 +646,7 @@ def test_reader_crash_is_a_malformed_pdf_not_a_dead_worker(monkeypatch: pytest.M
         raise AssertionError("unreachable")
 
     _retire_reader()
-    monkeypatch.setattr(pdf, "_page_text", crash)
+    monkeypatch.setattr(pdf_pages, "_page_text", crash)
     # WHEN scanned  THEN the file is malformed and the signal is named
     try:
         with pytest.raises(MalformedPdf, match="signal 11"):

@@ -25,29 +25,34 @@ import resource
 import signal
 import threading
 import time
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Generic, NoReturn, Protocol, TypeVar
-from urllib.parse import unquote
-
-import pypdfium2 as pdfium
-import pypdfium2.raw as pdfium_c
 
 from pdfbatch.errors import EncryptedPdf, MalformedPdf, PdfRejected, PdfTimeout
 from pdfbatch.model import Reason
 from pdfbatch.pdf.emails import find_emails
-from pdfbatch.pdf.structure import PdfInfo, _check_page_tree, _open_pdfium, validate
+from pdfbatch.pdf.pages import MAX_CANDIDATES_PER_PAGE, PDFIUM_LOCK, _Page, _read
+from pdfbatch.pdf.structure import PdfInfo, validate
+
+__all__ = [
+    "CHILD_MEMORY_BYTES",
+    "MAX_CANDIDATES_PER_PAGE",
+    "PDFIUM_LOCK",
+    "READER_MAX_SCANS",
+    "Lookup",
+    "PdfInfo",
+    "Scan",
+    "find_emails",
+    "scan",
+    "validate",
+]
 
 T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
-# At most this many new candidates per page go to one lookup (a page listing thousands of addresses
-# must not become a giant SQL IN list); the rest of that page's candidates are dropped.
-MAX_CANDIDATES_PER_PAGE = 200
-# At most this many link annotations are read per page.
-_MAX_LINKS_PER_PAGE = 500
 
 
 # ---------------------------------------------------------------------------------------------
@@ -71,10 +76,6 @@ class Scan(Generic[T]):
 
 Lookup = Callable[[Sequence[str]], Mapping[str, T]]
 
-# PDFium is not thread-safe: every call into it from this process goes through this lock. A Lambda
-# execution environment runs one invocation at a time, so it only matters for threaded callers
-# (tests, benchmarks); lookups run outside it. Forks happen under it too (see _Reader).
-PDFIUM_LOCK = threading.RLock()
 
 
 def scan(
@@ -155,41 +156,6 @@ def scan(
     if seen:
         return result(Reason.NO_USER)
     return result(Reason.NO_EMAIL if any_text else Reason.NO_TEXT_LAYER)
-
-
-@dataclass(frozen=True)
-class _Page:
-    """What a page offers the matcher: its candidate emails not seen on earlier pages, with how many
-    pages have been read so far and whether any of them held text."""
-
-    candidates: list[str]
-    any_text: bool
-    pages_read: int
-
-
-def _read(data: bytes, max_pages: int) -> Generator[PdfInfo | _Page, None, None]:
-    """Validate ``data``, then yield each page's candidates: every step that parses untrusted bytes."""
-    info = validate(data)
-    yield info
-    seen: set[str] = set()
-    any_text = False
-    with PDFIUM_LOCK:
-        doc = _open_pdfium(data)
-    try:
-        with PDFIUM_LOCK:
-            _check_page_tree(doc, info.page_count)
-        n_pages = min(info.page_count, max_pages)
-        for index in range(n_pages):
-            with PDFIUM_LOCK:
-                text, links = _page_text(doc, index)
-            fresh = [e for e in dict.fromkeys(find_emails(text) + links) if e not in seen]
-            fresh = fresh[:MAX_CANDIDATES_PER_PAGE]
-            seen.update(fresh)
-            any_text = any_text or bool(text.strip())
-            yield _Page(fresh, any_text, index + 1)
-    finally:
-        with PDFIUM_LOCK:
-            doc.close()
 
 
 class _Source(Protocol):
@@ -483,46 +449,3 @@ def _get_lower(found: Mapping[str, T], email: str) -> T:
     if email in found:
         return found[email]
     return next(v for k, v in found.items() if k.lower() == email)
-
-
-def _page_text(doc: pdfium.PdfDocument, index: int) -> tuple[str, list[str]]:
-    """The text of page ``index`` and the addresses of its mailto: links."""
-    try:
-        page = doc[index]
-    except pdfium.PdfiumError as exc:
-        raise MalformedPdf(f"page {index + 1} cannot be loaded") from exc
-    try:
-        textpage = page.get_textpage()
-        try:
-            # get_text_bounded orders characters by position; get_text_range follows pdfium's char list,
-            # which breaks glyphs drawn out of order into one line each.
-            text: str = textpage.get_text_bounded()
-        finally:
-            textpage.close()
-        return text, _mailto_links(doc, page)
-    except pdfium.PdfiumError as exc:
-        raise MalformedPdf(f"page {index + 1} text cannot be read") from exc
-    finally:
-        page.close()
-
-
-def _mailto_links(doc: pdfium.PdfDocument, page: pdfium.PdfPage) -> list[str]:
-    """Addresses of the page's ``mailto:`` link annotations (a clickable "Email me" hides the address)."""
-    emails: list[str] = []
-    pos = ctypes.c_int(0)
-    link = pdfium_c.FPDF_LINK()
-    for _ in range(_MAX_LINKS_PER_PAGE):
-        if not pdfium_c.FPDFLink_Enumerate(page, ctypes.byref(pos), ctypes.byref(link)):
-            break
-        action = pdfium_c.FPDFLink_GetAction(link)
-        if not action or pdfium_c.FPDFAction_GetType(action) != pdfium_c.PDFACTION_URI:
-            continue
-        size = pdfium_c.FPDFAction_GetURIPath(doc, action, None, 0)
-        if size <= 0 or size > 4096:
-            continue
-        buf = ctypes.create_string_buffer(size)
-        pdfium_c.FPDFAction_GetURIPath(doc, action, buf, size)
-        uri = buf.value.decode("latin-1")
-        if uri[:7].lower() == "mailto:":
-            emails.extend(find_emails(unquote(uri[7:].split("?", 1)[0])))
-    return emails
