@@ -21,6 +21,7 @@ from pdfbatch.errors import EncryptedPdf, MalformedPdf, PdfTimeout
 from pdfbatch.model import Reason
 from pdfbatch.pdf import emails as pdf_emails
 from pdfbatch.pdf import pages as pdf_pages
+from pdfbatch.pdf import reader as pdf_reader
 from pdfbatch.pdf import structure as pdf_structure
 
 
@@ -599,9 +600,9 @@ def _children_gone(seconds: float = 10.0) -> bool:
     """True once every child the scans left behind has exited and been reaped."""
     deadline = time.monotonic() + seconds
     while True:
-        pdf._reap()
-        if not pdf._unreaped or time.monotonic() > deadline:
-            return not pdf._unreaped
+        pdf_reader._reap()
+        if not pdf_reader._unreaped or time.monotonic() > deadline:
+            return not pdf_reader._unreaped
         time.sleep(0.01)
 
 
@@ -634,7 +635,7 @@ def test_page_that_eats_memory_fails_malformed_before_the_process_runs_out() -> 
 
 
 def _retire_reader() -> None:
-    reader = getattr(pdf._readers, "reader", None)
+    reader = getattr(pdf_reader._readers, "reader", None)
     if reader is not None:
         reader.retire(kill=True)
 
@@ -661,7 +662,7 @@ def test_reader_crash_is_a_malformed_pdf_not_a_dead_worker(monkeypatch: pytest.M
 
 
 def _reader_pid() -> int | None:
-    reader = getattr(pdf._readers, "reader", None)
+    reader = getattr(pdf_reader._readers, "reader", None)
     return reader.pid if reader is not None and reader.alive else None
 
 

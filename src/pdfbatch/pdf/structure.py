@@ -31,7 +31,7 @@ from pypdf.generic import DictionaryObject
 
 from pdfbatch.errors import EncryptedPdf, MalformedPdf
 
-# The package's one logger ("pdfbatch.pdf", whichever module logs): the forked reader silences it.
+# The package's one logger, named "pdfbatch.pdf" as before the split: the forked reader silences it.
 logger = logging.getLogger(__package__)
 
 _EOF_WINDOW = 1024  # %%EOF must sit in the last KiB, as PDF readers such as Acrobat require
