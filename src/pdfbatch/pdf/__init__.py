@@ -1,29 +1,30 @@
-"""bytes -> validated document -> page texts -> candidate emails -> scan(lookup). Pure: no I/O.
+"""bytes -> validated document -> page texts -> candidate emails -> scan(lookup).
 
 Two libraries, each for what it does best: pypdf checks structure and encryption (it reads the xref and
 the page tree without touching page content), pypdfium2 extracts text (faster, and it orders glyphs by
 position on the page, where pypdf follows the content stream and can read an address backwards).
 
 Both parse hostile bytes, so scan() runs them in a forked reader process that the per-file budget can
-kill (see _Reader); "Pure: no I/O" means no network or storage, the pipe to the reader aside.
+kill. One module per concern, each importing only those above it:
 
-pdfium is not thread-safe: call this module from one thread per process (one Lambda invocation is).
+  emails.py     text -> candidate addresses (pure regular expressions, no PDF library)
+  structure.py  what counts as a PDF: pypdf's checks, pdfium's on opening, the pypdf log collector
+  pages.py      a validated document's pages -> each page's new candidates (_read)
+  reader.py     the forked reader process that runs _read for scan()
+  scan.py       scan(): page by page until the lookup knows a candidate, within the per-file budget
+
+Callers use the names below (``from pdfbatch import pdf``; ``pdf.scan(...)``). ``pdf.scan`` is the
+function: reach the module's own names with ``from pdfbatch.pdf.scan import ...``. Importing any part of
+the package loads pypdf and pypdfium2 (~20 MB resident), so unzip and status never import it: the PDF
+worker imports it where it scans.
+
+pdfium is not thread-safe: call this package from one thread per process (one Lambda invocation is).
 """
 
-from __future__ import annotations
-
-import logging
-import os
-import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
-
-from pdfbatch.errors import PdfTimeout
-from pdfbatch.model import Reason
 from pdfbatch.pdf.emails import find_emails
-from pdfbatch.pdf.pages import MAX_CANDIDATES_PER_PAGE, PDFIUM_LOCK, _Page, _read
-from pdfbatch.pdf.reader import CHILD_MEMORY_BYTES, READER_MAX_SCANS, _Remote
+from pdfbatch.pdf.pages import MAX_CANDIDATES_PER_PAGE, PDFIUM_LOCK
+from pdfbatch.pdf.reader import CHILD_MEMORY_BYTES, READER_MAX_SCANS
+from pdfbatch.pdf.scan import Lookup, Scan, scan
 from pdfbatch.pdf.structure import PdfInfo, validate
 
 __all__ = [
@@ -38,141 +39,3 @@ __all__ = [
     "scan",
     "validate",
 ]
-
-T = TypeVar("T")
-
-logger = logging.getLogger(__name__)
-
-
-
-# ---------------------------------------------------------------------------------------------
-# Scan
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Scan(Generic[T]):
-    """What scanning one PDF found; ``match`` is the lookup's value for ``email``."""
-
-    reason: Reason  # MATCHED | NO_TEXT_LAYER | NO_EMAIL | NO_USER
-    email: str | None
-    match: T | None
-    pages_read: int
-    page_count: int
-    extract_seconds: float  # validation + text extraction (the time the budget bounds)
-    lookup_seconds: float
-    validate_seconds: float = 0.0
-
-
-Lookup = Callable[[Sequence[str]], Mapping[str, T]]
-
-
-
-def scan(
-    data: bytes,
-    lookup: Lookup[T],
-    *,
-    max_pages: int,
-    budget_seconds: float,
-    clock: Callable[[], float] = time.monotonic,
-    isolate: bool = True,
-) -> Scan[T]:
-    """Validate ``data``, then read pages until the first candidate email that ``lookup`` knows.
-
-    ``lookup`` is called once per page that brings new candidates, with those candidates in document
-    order; it returns the known ones (keys compared lowercased). The first known candidate in document
-    order wins. Raises MalformedPdf, EncryptedPdf, or PdfTimeout when validation and extraction
-    (lookups excluded) exceed ``budget_seconds``.
-
-    With ``isolate`` (the default, where ``os.fork`` exists) the parsing runs in this thread's reader,
-    a long-lived forked child (``_Reader``) that sends back each page's candidates and waits for the
-    verdict, so the budget holds even inside one page that pdfium or pypdf never finishes (the reader
-    is killed and replaced), and a parser crash or memory blow-up costs the reader, not this process.
-    The lookups stay here: the reader touches no connection. Without it, the budget is checked
-    between pages only.
-    """
-    started = clock()
-    lookup_seconds = 0.0
-    validate_seconds = 0.0
-    seen: set[str] = set()
-    any_text = False
-    pages_read = 0
-
-    def left() -> float:
-        return budget_seconds - (clock() - started - lookup_seconds)
-
-    def result(reason: Reason, email: str | None = None, match: T | None = None) -> Scan[T]:
-        return Scan(
-            reason=reason,
-            email=email,
-            match=match,
-            pages_read=pages_read,
-            page_count=info.page_count,
-            extract_seconds=clock() - started - lookup_seconds,
-            lookup_seconds=lookup_seconds,
-            validate_seconds=validate_seconds,
-        )
-
-    source: _Source = _Remote(data, max_pages) if isolate and _CAN_FORK else _InProcess(data, max_pages)
-    try:
-        first = source.next(left())
-        if not isinstance(first, PdfInfo):
-            raise RuntimeError("PDF reader sent a page before the document")
-        info = first
-        validate_seconds = clock() - started
-        while True:
-            remaining = left()
-            if remaining <= 0:
-                raise PdfTimeout(f"budget of {budget_seconds}s spent after {pages_read} pages")
-            page = source.next(remaining)
-            if page is None:
-                break
-            if not isinstance(page, _Page):
-                raise RuntimeError("PDF reader sent the document twice")
-            pages_read, any_text = page.pages_read, page.any_text
-            fresh = [e for e in page.candidates if e not in seen]
-            if not fresh:
-                continue
-            seen.update(fresh)
-            t = clock()
-            found = lookup(fresh)
-            lookup_seconds += clock() - t
-            known = {k.lower() for k in found}
-            for email in fresh:
-                if email in known:
-                    return result(Reason.MATCHED, email, _get_lower(found, email))
-    finally:
-        source.close()
-    if seen:
-        return result(Reason.NO_USER)
-    return result(Reason.NO_EMAIL if any_text else Reason.NO_TEXT_LAYER)
-
-
-class _Source(Protocol):
-    """Where scan() gets the document and then its pages from; None after the last page."""
-
-    def next(self, timeout: float) -> PdfInfo | _Page | None: ...
-
-    def close(self) -> None: ...
-
-
-class _InProcess:
-    """The pages read in this process: ``timeout`` cannot interrupt a page."""
-
-    def __init__(self, data: bytes, max_pages: int) -> None:
-        self._events = _read(data, max_pages)
-
-    def next(self, timeout: float) -> PdfInfo | _Page | None:
-        return next(self._events, None)
-
-    def close(self) -> None:
-        self._events.close()  # closes the pdfium document
-
-
-_CAN_FORK = hasattr(os, "fork")
-
-
-def _get_lower(found: Mapping[str, T], email: str) -> T:
-    if email in found:
-        return found[email]
-    return next(v for k, v in found.items() if k.lower() == email)
