@@ -1,4 +1,4 @@
-"""pdf.py: what counts as a PDF, how text becomes candidate emails, and how scan() picks the match."""
+"""pdfbatch.pdf: what counts as a PDF, how text becomes candidate emails, and how scan() picks the match."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import io
 import logging
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 
@@ -16,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fixtures import pdfs
+from fixtures.apigw import ROOT
 from pdfbatch import pdf
 from pdfbatch.errors import EncryptedPdf, MalformedPdf, PdfTimeout
 from pdfbatch.model import Reason
@@ -729,3 +732,27 @@ def test_scan_of_100_page_manual_with_email_on_page_1_reads_one_page() -> None:
     result = run_scan(data, users)
     # THEN it matched after reading page 1 only: pages 2-100 are never extracted
     assert (result.email, result.pages_read) == ("support@example.com", 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Who loads the parsers
+# ---------------------------------------------------------------------------------------------
+
+_IMPORTED_PARSERS = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("handler", sys.argv[1])
+spec.loader.exec_module(importlib.util.module_from_spec(spec))
+print(json.dumps(sorted(m for m in sys.modules if m.startswith("pypdf"))))  # pypdf, pypdfium2, pypdfium2_raw
+"""
+
+
+@pytest.mark.parametrize("function", ["unzip", "status"])
+def test_unzip_and_status_never_load_the_pdf_parsers(function: str) -> None:
+    # GIVEN a fresh interpreter, as at a cold start of that function
+    handler = ROOT / "functions" / function / "handler.py"
+    # WHEN it imports the function's handler (and with it services, bootstrap and the adapters)
+    out = subprocess.run(
+        [sys.executable, "-c", _IMPORTED_PARSERS, str(handler)], capture_output=True, text=True, check=True
+    )
+    # THEN neither PDF parser was loaded: only process_pdf pays their memory, when it scans
+    assert out.stdout.split() == ["[]"]
