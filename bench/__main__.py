@@ -132,7 +132,7 @@ def closing_notes(rows: Sequence[Row]) -> list[str]:
         "1061 ms on its corpus). Core-font PDFs (ops.samples, used for the scale runs) parse in ~1 ms and "
         "would make the extraction ratios meaningless.",
         "Extraction: the project's extractor is pypdf's structure and encryption check (the page tree's "
-        "/Count, no page walk), then pypdfium2 in the reader process pdf.py keeps (isolation from hostile "
+        "/Count, no page walk), then pypdfium2 in pdfbatch.pdf's reader process (isolation from hostile "
         "files): pdfium checks every page of the tree in C (~0.7 ms for 100 pages) and reads page by page. "
         "Each extractor runs over a whole class as a block, blocks alternating for three rounds (timing "
         "them alternately per document penalised the few-ms one: on this VM a short task that follows "

@@ -1,4 +1,4 @@
-"""pdf.py: what counts as a PDF, how text becomes candidate emails, and how scan() picks the match."""
+"""pdfbatch.pdf: what counts as a PDF, how text becomes candidate emails, and how scan() picks the match."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import io
 import logging
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 
@@ -16,9 +18,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fixtures import pdfs
+from fixtures.apigw import ROOT
 from pdfbatch import pdf
 from pdfbatch.errors import EncryptedPdf, MalformedPdf, PdfTimeout
 from pdfbatch.model import Reason
+from pdfbatch.pdf import emails as pdf_emails
+from pdfbatch.pdf import pages as pdf_pages
+from pdfbatch.pdf import reader as pdf_reader
+from pdfbatch.pdf import structure as pdf_structure
 
 
 class FakeUsers:
@@ -149,7 +156,7 @@ def test_find_emails_never_crashes_and_returns_normalised_unique_addresses(text:
     # WHEN candidates are extracted
     found = pdf.find_emails(text)
     # THEN every result is a lowercase, unique address present in the (cleaned, lowercased) text
-    haystack = text.translate(pdf._ARTEFACTS).lower()
+    haystack = text.translate(pdf_emails._ARTEFACTS).lower()
     assert len(found) == len(set(found))
     for email in found:
         assert email == email.lower()
@@ -524,7 +531,7 @@ def test_pdfium_document_and_pages_are_closed_when_lookup_fails(monkeypatch: pyt
     # GIVEN a users table that is down, and spies on the documents and pages pdfium opens
     docs: list[pdfium.PdfDocument] = []
     pages: list[pdfium.PdfPage] = []
-    real_open, real_get_page = pdf._open_pdfium, pdfium.PdfDocument.get_page
+    real_open, real_get_page = pdf_structure._open_pdfium, pdfium.PdfDocument.get_page
 
     def spy_open(data: bytes) -> pdfium.PdfDocument:
         docs.append(real_open(data))
@@ -537,7 +544,7 @@ def test_pdfium_document_and_pages_are_closed_when_lookup_fails(monkeypatch: pyt
     def down(candidates: Sequence[str]) -> Mapping[str, int]:
         raise ConnectionError("users table unreachable")
 
-    monkeypatch.setattr(pdf, "_open_pdfium", spy_open)
+    monkeypatch.setattr(pdf_pages, "_open_pdfium", spy_open)
     monkeypatch.setattr(pdfium.PdfDocument, "get_page", spy_get_page)
     # WHEN scanned in this process  THEN the error propagates
     with pytest.raises(ConnectionError):
@@ -580,7 +587,7 @@ def test_pypdf_warning_on_duplicate_key_is_observed_not_propagated() -> None:
         ]
     )
     # WHEN validated
-    with pdf._pypdf_warnings() as seen:
+    with pdf_structure._pypdf_warnings() as seen:
         pypdf.PdfReader(io.BytesIO(data)).trailer["/Root"].get_object()
     # THEN the warning was collected (as a template, without the key), and validation still accepts it
     assert seen and all("%(" in t for t in seen)
@@ -596,9 +603,9 @@ def _children_gone(seconds: float = 10.0) -> bool:
     """True once every child the scans left behind has exited and been reaped."""
     deadline = time.monotonic() + seconds
     while True:
-        pdf._reap()
-        if not pdf._unreaped or time.monotonic() > deadline:
-            return not pdf._unreaped
+        pdf_reader._reap()
+        if not pdf_reader._unreaped or time.monotonic() > deadline:
+            return not pdf_reader._unreaped
         time.sleep(0.01)
 
 
@@ -631,7 +638,7 @@ def test_page_that_eats_memory_fails_malformed_before_the_process_runs_out() -> 
 
 
 def _retire_reader() -> None:
-    reader = getattr(pdf._readers, "reader", None)
+    reader = getattr(pdf_reader._readers, "reader", None)
     if reader is not None:
         reader.retire(kill=True)
 
@@ -643,7 +650,7 @@ def test_reader_crash_is_a_malformed_pdf_not_a_dead_worker(monkeypatch: pytest.M
         raise AssertionError("unreachable")
 
     _retire_reader()
-    monkeypatch.setattr(pdf, "_page_text", crash)
+    monkeypatch.setattr(pdf_pages, "_page_text", crash)
     # WHEN scanned  THEN the file is malformed and the signal is named
     try:
         with pytest.raises(MalformedPdf, match="signal 11"):
@@ -658,7 +665,7 @@ def test_reader_crash_is_a_malformed_pdf_not_a_dead_worker(monkeypatch: pytest.M
 
 
 def _reader_pid() -> int | None:
-    reader = getattr(pdf._readers, "reader", None)
+    reader = getattr(pdf_reader._readers, "reader", None)
     return reader.pid if reader is not None and reader.alive else None
 
 
@@ -725,3 +732,27 @@ def test_scan_of_100_page_manual_with_email_on_page_1_reads_one_page() -> None:
     result = run_scan(data, users)
     # THEN it matched after reading page 1 only: pages 2-100 are never extracted
     assert (result.email, result.pages_read) == ("support@example.com", 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Who loads the parsers
+# ---------------------------------------------------------------------------------------------
+
+_IMPORTED_PARSERS = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("handler", sys.argv[1])
+spec.loader.exec_module(importlib.util.module_from_spec(spec))
+print(json.dumps(sorted(m for m in sys.modules if m.startswith("pypdf"))))  # pypdf, pypdfium2, pypdfium2_raw
+"""
+
+
+@pytest.mark.parametrize("function", ["unzip", "status"])
+def test_unzip_and_status_never_load_the_pdf_parsers(function: str) -> None:
+    # GIVEN a fresh interpreter, as at a cold start of that function
+    handler = ROOT / "functions" / function / "handler.py"
+    # WHEN it imports the function's handler (and with it services, bootstrap and the adapters)
+    out = subprocess.run(
+        [sys.executable, "-c", _IMPORTED_PARSERS, str(handler)], capture_output=True, text=True, check=True
+    )
+    # THEN neither PDF parser was loaded: only process_pdf pays their memory, when it scans
+    assert out.stdout.split() == ["[]"]

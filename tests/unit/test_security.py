@@ -24,6 +24,7 @@ from pdfbatch import archive, bootstrap, pdf, services
 from pdfbatch.config import Limits, Settings, parse_mysql_url
 from pdfbatch.errors import ArchiveRejected, ConfigError, EntryRejected
 from pdfbatch.model import Reason
+from pdfbatch.pdf import emails as pdf_emails
 from pdfbatch.services import Deps
 
 
@@ -168,7 +169,7 @@ _TEXT = st.text(
 @given(text=_TEXT)
 def test_found_emails_are_valid_lowercase_addresses_that_occur_in_the_text(text: str) -> None:
     found = pdf.find_emails(text)
-    haystack = text.translate(pdf._ARTEFACTS).lower()
+    haystack = text.translate(pdf_emails._ARTEFACTS).lower()
     assert len(found) == len(set(found))
     for email in found:
         local, _, domain = email.partition("@")

@@ -1,0 +1,295 @@
+"""The forked reader: a long-lived child of this process that runs pages._read, one document at a time,
+so the per-file budget can stop a parse that never ends (the child is killed and replaced), and a
+parser crash or memory blow-up costs the child, not this process.
+
+I/O, all of it local: it forks, talks to the child over a socketpair (no /dev/shm on Lambda, so no
+multiprocessing.Queue), kills and reaps it; the child reads /proc/self/status and sets RLIMIT_DATA to
+cap its memory. No network or storage: the child closes every descriptor it inherited but its end of
+the pipe, and never logs.
+
+scan() drives it through _Remote (one document); _Reader is the process, _reader() this thread's one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import faulthandler
+import gc
+import json
+import multiprocessing
+import os
+import re
+import resource
+import signal
+import threading
+from multiprocessing.connection import Connection
+from typing import NoReturn
+
+from pdfbatch.errors import EncryptedPdf, MalformedPdf, PdfRejected, PdfTimeout
+from pdfbatch.pdf.pages import PDFIUM_LOCK, _Page, _read
+from pdfbatch.pdf.structure import PdfInfo, logger
+
+# What the reader may allocate beyond what it inherits: text extraction needs tens of MiB, while a page
+# of nested form XObjects makes pdfium grow by hundreds of MiB a second (the memory runs out long before
+# the time budget does). Sized for the 1 GiB process_pdf function: parent, PDF and reader fit in it.
+CHILD_MEMORY_BYTES = 512 * 1024 * 1024
+# A reader is replaced after this many documents, so whatever pdfium or the allocator keep never adds up.
+READER_MAX_SCANS = 500
+_REJECTIONS: dict[str, type[PdfRejected]] = {"malformed_pdf": MalformedPdf, "encrypted": EncryptedPdf}
+# Readers that were killed or retired but not reaped yet: reaped without waiting on the next fork, so
+# no scan pays for a process's exit. A zombie holds no memory.
+_unreaped: list[int] = []
+_unreaped_lock = threading.Lock()
+_readers = threading.local()  # one reader per thread that scans (a Lambda invocation has one)
+
+
+class _Reader:
+    """A forked child that reads PDFs for one thread, one document at a time, until it is killed.
+
+    It is forked once (after pypdf and pdfium were warmed up here) and kept, so a document costs a
+    pipe round trip, not a fork. The pipe is a socketpair (no /dev/shm on Lambda, so no
+    multiprocessing.Queue). The child closes every descriptor it inherited but its end of the pipe,
+    never logs, never touches the parent's connections, and leaves with ``os._exit``.
+    """
+
+    def __init__(self) -> None:
+        # Under the lock no other thread is inside pdfium while the process is copied, and the child's
+        # only thread owns the (reentrant) lock.
+        with PDFIUM_LOCK:
+            _warm_up()
+            _reap()
+            here, there = multiprocessing.Pipe(duplex=True)
+            parent = os.getpid()
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the child; its work is observed through the pipe
+                _reader_main(there, parent)
+            there.close()
+        self.pid = pid
+        self.conn = here
+        self.scans = 0
+        self.alive = True
+
+    def __del__(self) -> None:
+        # Its thread is gone: the pipe closes with it, which tells the reader to exit; the next fork
+        # reaps it. (Not retire(): this may run at interpreter exit, with modules half torn down.)
+        if self.alive and isinstance(_unreaped, list):
+            _unreaped.append(self.pid)
+
+    def retire(self, kill: bool) -> None:
+        """Stop using this reader: killed if it may be busy, else told to go by closing its pipe."""
+        if not self.alive:
+            return
+        self.alive = False
+        self.conn.close()
+        if kill:
+            # Unreaped, it exists (a zombie at least) unless some other code waited for any child.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+        with _unreaped_lock:
+            _unreaped.append(self.pid)
+
+    def exit_status(self) -> str:
+        """Wait for the (dead) reader and describe how it ended."""
+        self.alive = False
+        self.conn.close()
+        _, status = os.waitpid(self.pid, 0)
+        if os.WIFSIGNALED(status):
+            return f"signal {os.WTERMSIG(status)}"
+        return f"exit status {os.waitstatus_to_exitcode(status)}"
+
+
+def _reader() -> _Reader:
+    reader: _Reader | None = getattr(_readers, "reader", None)
+    if reader is None or not reader.alive or reader.scans >= READER_MAX_SCANS:
+        if reader is not None:
+            reader.retire(kill=False)
+        reader = _readers.reader = _Reader()
+    reader.scans += 1
+    return reader
+
+
+class _Remote:
+    """One document read by this thread's reader; the reader waits for a verdict after each page that
+    brought candidates ("go" on, or "stop"), so it never reads past the page that matched."""
+
+    def __init__(self, data: bytes, max_pages: int) -> None:
+        self._reader = _reader()
+        self._awaiting_verdict = False
+        self._idle = False  # the reader finished this document and waits for the next
+        try:
+            self._reader.conn.send_bytes(json.dumps(["scan", max_pages]).encode())
+            self._reader.conn.send_bytes(data)
+        except OSError:
+            # It died since the last document (killed from outside, or retired itself): fork anew.
+            self._reader.retire(kill=True)
+            self._reader = _reader()
+            self._reader.conn.send_bytes(json.dumps(["scan", max_pages]).encode())
+            self._reader.conn.send_bytes(data)
+
+    def next(self, timeout: float) -> PdfInfo | _Page | None:
+        conn = self._reader.conn
+        if self._awaiting_verdict:
+            conn.send_bytes(b"go")
+            self._awaiting_verdict = False
+        if not conn.poll(max(timeout, 0.0)):
+            raise PdfTimeout("budget spent inside one page or the structure check")
+        try:
+            message = json.loads(conn.recv_bytes())
+        except EOFError:
+            raise MalformedPdf(f"the PDF reader died ({self._reader.exit_status()})") from None
+        kind = message[0]
+        if kind == "info":
+            return PdfInfo(page_count=message[1], encrypted=message[2], version=message[3])
+        if kind == "page":
+            self._awaiting_verdict = bool(message[1])
+            return _Page(candidates=message[1], any_text=message[2], pages_read=message[3])
+        self._idle = True
+        if kind == "end":
+            return None
+        if kind == "rejected":
+            if message[3]:
+                self._reader.retire(kill=True)  # it is on its way out
+            raise _REJECTIONS.get(message[1], MalformedPdf)(message[2])
+        self._reader.retire(kill=True)
+        raise RuntimeError(f"PDF reader failed with {message[1]}")
+
+    def close(self) -> None:
+        if self._idle or not self._reader.alive:
+            return
+        if self._awaiting_verdict:
+            # A match, or the lookup failed: the reader waits for us, so it can be told to stop.
+            self._reader.conn.send_bytes(b"stop")
+            return
+        self._reader.retire(kill=True)  # busy inside the document: the budget ran out, or we failed
+
+
+def _reap() -> None:
+    """Collect the exit status of every finished reader without waiting for the others."""
+    with _unreaped_lock:
+        for pid in list(_unreaped):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                done = pid  # reaped elsewhere (someone waited for any child)
+            if done:
+                _unreaped.remove(pid)
+
+
+def _minimal_pdf(line: str) -> bytes:
+    """A one-page PDF showing ``line`` in Helvetica (the standard font most text PDFs use)."""
+    stream = b"BT /F1 11 Tf 50 780 Td (" + line.encode("ascii") + b") Tj ET"
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Contents 4 0 R"
+        b" /Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)
+
+
+_warmed = False
+
+
+def _warm_up() -> None:
+    """Read one small PDF here, once: what pypdf and pdfium load on first use (modules, standard-font
+    tables) is then inherited by every reader instead of being loaded again by each."""
+    global _warmed
+    if not _warmed:
+        for _ in _read(_minimal_pdf("warm.up@example.com"), 1):
+            continue
+        _warmed = True
+
+
+def _cap_memory(headroom: int) -> None:
+    """Let this process allocate at most ``headroom`` more bytes (Linux counts heap and anonymous maps
+    in RLIMIT_DATA): past it malloc fails, so pdfium aborts and pypdf raises MemoryError in the reader
+    instead of the whole execution environment running out of memory."""
+    try:
+        with open("/proc/self/status", "rb") as status:
+            used_kib = int(re.search(rb"VmData:\s+(\d+)", status.read()).group(1))  # type: ignore[union-attr]
+    except (OSError, AttributeError, ValueError):
+        return  # not Linux: no cap, the budget still bounds the reader
+    limit = used_kib * 1024 + headroom
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+
+def _reader_main(conn: Connection, parent: int) -> NoReturn:  # pragma: no cover - runs in the forked child
+    """The reader: for each ("scan", max_pages) and document, stream its events; exit at end of file.
+
+    Never returns and never logs (the logging and stdout locks it inherited may have been held by
+    threads that did not survive the fork).
+    """
+    try:
+        gc.freeze()  # the collector never walks (so never copies) the objects inherited from the parent
+        logger.disabled = True  # the package's one logger (structure.py counts pypdf warnings on it)
+        faulthandler.disable()  # a crash is reported by the parent (the signal), not dumped on stderr
+        # Killed with the thread that forked it (Linux), so a parent killed mid-document (the Lambda
+        # timeout) does not leave it running; elsewhere the pipe's end of file still ends it.
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:
+            os._exit(0)  # it died before the line above could take effect
+        keep = conn.fileno()
+        # Inherited sockets (MySQL, Redis, other threads' readers) must not stay open through this process,
+        # nor the log pipes it never writes to (whoever reads them waits for their last writer).
+        os.closerange(3, keep)
+        os.closerange(keep + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.close(null)
+        _cap_memory(CHILD_MEMORY_BYTES)
+        with contextlib.suppress(EOFError):  # the parent closed the pipe: retired, or gone
+            while _read_one(conn):
+                continue
+    finally:
+        os._exit(0)
+
+
+def _read_one(conn: Connection) -> bool:  # pragma: no cover - runs in the forked child
+    """Read one document for the parent; False when this reader must not be used again."""
+    max_pages = json.loads(conn.recv_bytes())[1]
+    data = conn.recv_bytes()
+    events = _read(data, max_pages)
+    last: _Page | None = None  # pages without candidates are only told about at the end (fewer messages)
+    try:
+        for event in events:
+            if isinstance(event, PdfInfo):
+                info = ["info", event.page_count, event.encrypted, event.version]
+                conn.send_bytes(json.dumps(info).encode())
+                continue
+            last = event
+            if not event.candidates:
+                continue
+            last = None
+            conn.send_bytes(json.dumps(["page", event.candidates, event.any_text, event.pages_read]).encode())
+            if conn.recv_bytes() == b"stop":
+                return True
+        if last is not None:
+            conn.send_bytes(json.dumps(["page", [], last.any_text, last.pages_read]).encode())
+        conn.send_bytes(b'["end"]')
+        return True
+    except PdfRejected as exc:
+        conn.send_bytes(json.dumps(["rejected", exc.reason, str(exc), False]).encode())
+        return True
+    except MemoryError:
+        # Memory may be fragmented past use: answer, and retire (the parent forks a fresh reader).
+        conn.send_bytes(b'["rejected", "malformed_pdf", "the PDF reader ran out of memory", true]')
+        return False
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it; then retire
+        conn.send_bytes(json.dumps(["error", type(exc).__name__]).encode())
+        return False
+    finally:
+        events.close()
