@@ -25,12 +25,6 @@ EXIT_CODES = (
 )
 STACK_NAME = os.environ.get("PDFBATCH_STACK_NAME", "pdfbatch")
 
-USERS_DDL = (
-    "CREATE TABLE IF NOT EXISTS {table} (id BIGINT AUTO_INCREMENT PRIMARY KEY, "
-    "email VARCHAR(320) NOT NULL UNIQUE, pdf_url VARCHAR(1024) NULL) "
-    "DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci"
-)
-
 
 class CliError(Exception):
     """A failure to report as one sentence with an exit code (no traceback)."""
@@ -80,8 +74,7 @@ def check_mysql(create: bool = False) -> None:
     """Fail with one sentence when MySQL is unreachable; optionally create the database and tables."""
     import pymysql
 
-    from pdfbatch.adapters.mysql import MysqlClient
-    from pdfbatch.config import Settings
+    from pdfbatch.ops import devdb
 
     p = parse_mysql_url(mysql_url())
     try:
@@ -101,14 +94,7 @@ def check_mysql(create: bool = False) -> None:
             f"or point PDFBATCH_MYSQL_URL at a running server ({exc.args[-1] if exc.args else exc})."
         ) from exc
     if create:
-        users = Settings.from_env().users
-        table = ".".join(f"`{part}`" for part in users.table.split("."))
-        with conn.cursor() as cur:
-            cur.execute(f"CREATE DATABASE IF NOT EXISTS `{p.database}` CHARACTER SET utf8mb4")
-            cur.execute(f"USE `{p.database}`")
-            if users == type(users)():  # the development schema only for the default names
-                cur.execute(USERS_DDL.format(table=table))
-        MysqlClient(p).ensure_schema()
+        devdb.create_schema(conn, p)
     conn.close()
 
 
@@ -679,41 +665,14 @@ def report_cmd(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------------
 
 
-def seed_users(emails: Sequence[str], linked: Sequence[str]) -> None:
-    """Insert demo users (their pdf_url reset, so a re-run shows the same outcomes)."""
-    import pymysql
-
-    p = parse_mysql_url(mysql_url())
-    conn = pymysql.connect(
-        host=p.host,
-        port=p.port,
-        user=p.user,
-        password=p.password,
-        database=p.database,
-        autocommit=True,
-        charset="utf8mb4",
-    )
-    with conn.cursor() as cur:
-        cur.executemany(
-            "INSERT INTO users (email, pdf_url) VALUES (%s, NULL) ON DUPLICATE KEY UPDATE pdf_url = NULL",
-            [(e,) for e in emails],
-        )
-        cur.executemany(
-            "INSERT INTO users (email, pdf_url) VALUES (%s, %s) "
-            "ON DUPLICATE KEY UPDATE pdf_url = VALUES(pdf_url)",
-            [(e, "s3://legacy-archive/cv/on-file.pdf") for e in linked],
-        )
-    conn.close()
-
-
 def demo(args: argparse.Namespace) -> int:
     """Bring the stack up, seed users, build a sample ZIP, upload it and show what happened."""
-    from pdfbatch.ops import samples
+    from pdfbatch.ops import devdb, samples
 
     console = _console()
     stack_up(argparse.Namespace(root=args.root, json=False))
     corpus = samples.demo_corpus()
-    seed_users(corpus.users, corpus.linked_users)
+    devdb.seed_users(mysql_url(), corpus.users, corpus.linked_users)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     corpus.write_zip(out)
