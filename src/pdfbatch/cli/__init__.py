@@ -16,14 +16,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from pdfbatch.cli.common import (
-    EXIT_BATCH_FAILED,
-    EXIT_OK,
-    EXIT_UNAVAILABLE,
-    EXIT_USAGE,
-    CliError,
-    api_client,
-)
+from pdfbatch.cli.common import EXIT_BATCH_FAILED, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, CliError, api_client
 from pdfbatch.cli.parser import build_parser
 
 __all__ = [
