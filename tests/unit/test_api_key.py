@@ -91,8 +91,9 @@ def test_stack_key_prints_the_stored_key_or_says_how_to_get_one(
     checkout: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from pdfbatch import cli
+    from pdfbatch.cli import common
 
-    monkeypatch.setattr(cli, "STACK_NAME", "pdfbatch-test")
+    monkeypatch.setattr(common, "STACK_NAME", "pdfbatch-test")
     assert cli.main(["stack", "key", "--root", str(checkout)]) == cli.EXIT_UNAVAILABLE
     assert "pdfbatch stack up" in capsys.readouterr().err
     key = local_api_key(checkout, "pdfbatch-test")

@@ -7,6 +7,7 @@ import argparse
 import pytest
 
 from pdfbatch import cli
+from pdfbatch.cli.operator import _service_errors
 from pdfbatch.errors import DependencyUnavailable, InvalidInput, NotFound
 
 
@@ -76,7 +77,7 @@ def test_bad_usage_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     ],
 )
 def test_service_errors_become_one_sentence_and_the_documented_code(error: Exception, code: int) -> None:
-    with pytest.raises(cli.CliError) as raised, cli._service_errors():
+    with pytest.raises(cli.CliError) as raised, _service_errors():
         raise error
     assert raised.value.code == code
     assert str(error) in str(raised.value)

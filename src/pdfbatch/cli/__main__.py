@@ -1,0 +1,7 @@
+"""`python -m pdfbatch.cli`: the same as the `pdfbatch` console script."""
+
+import sys
+
+from pdfbatch.cli import main
+
+sys.exit(main())

@@ -1,0 +1,196 @@
+"""`pdfbatch upload|status|files|find`: batches through the REST API, as an uploader sees them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from pdfbatch.cli.common import (
+    EXIT_BATCH_FAILED,
+    EXIT_OK,
+    EXIT_UNAVAILABLE,
+    EXIT_USAGE,
+    CliError,
+    api_client,
+    stderr_console,
+)
+
+
+def upload(args: argparse.Namespace) -> int:
+    """POST /batches, upload through the presigned POST, optionally wait with a progress bar."""
+    path = Path(args.file)
+    if not path.is_file():
+        raise CliError(f"{path} is not a file", EXIT_USAGE)
+    return run_upload(path, wait=args.wait, as_json=args.json, timeout=args.timeout)
+
+
+def run_upload(path: Path, *, wait: bool, as_json: bool, timeout: float = 3600.0) -> int:
+    """Upload one ZIP and (with ``wait``) follow it to the end; returns the exit code."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+    from pdfbatch.ops.api import ApiError, presigned_post
+
+    client = api_client()
+    console = stderr_console()
+    try:
+        batch = client.create_batch()
+        size = path.stat().st_size
+        with Progress(
+            TextColumn("upload  "),
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            console=console,
+            transient=as_json,
+        ) as bar:
+            task = bar.add_task("upload", total=size)
+            presigned_post(
+                batch["upload"]["url"],
+                batch["upload"]["fields"],
+                path,
+                on_progress=lambda sent: bar.update(task, completed=sent),
+            )
+    except ApiError as exc:
+        raise CliError(str(exc), EXIT_USAGE if exc.status == 400 else EXIT_UNAVAILABLE) from exc
+    batch_id = batch["batchId"]
+    console.print(f"batch [bold]{batch_id}[/bold] uploaded")
+    if not wait:
+        if as_json:
+            print(json.dumps({"batchId": batch_id}))
+        return EXIT_OK
+    final = follow(client, batch_id, console, quiet=as_json, timeout=timeout)
+    if as_json:
+        print(json.dumps(final, indent=2, sort_keys=True))
+    else:
+        print_summary(client, final, console)
+    return EXIT_OK if final["status"] == "COMPLETED" else EXIT_BATCH_FAILED
+
+
+def follow(
+    client: Any, batch_id: str, console: Any, *, quiet: bool = False, timeout: float = 3600.0
+) -> dict[str, Any]:
+    """A live progress bar until the batch is COMPLETED or FAILED."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from pdfbatch.ops.api import ApiError
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[counts]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=quiet,
+    ) as bar:
+        task = bar.add_task("waiting ", total=None, counts="")
+
+        def update(body: dict[str, Any]) -> None:
+            counts = (
+                f"linked {body['linked']}  not matched {body['skipped_no_match']}  "
+                f"already linked {body['skipped_already_exists']}  failed {body['failed']}"
+            )
+            bar.update(
+                task,
+                description=f"{body['status'].lower():<10}",
+                total=body.get("totalFiles"),
+                completed=body.get("processed", 0),
+                counts=counts,
+            )
+
+        try:
+            return dict(client.wait(batch_id, on_update=update, timeout=timeout))
+        except ApiError as exc:
+            raise CliError(str(exc)) from exc
+
+
+def print_summary(client: Any, status: dict[str, Any], console: Any) -> None:
+    """The per-outcome summary and the files that were not linked, with reasons."""
+    from rich.table import Table
+
+    from pdfbatch.model import describe
+
+    colour = "green" if status["status"] == "COMPLETED" else "red"
+    console.print(
+        f"\nbatch {status['batchId']}: [bold {colour}]{status['status']}[/bold {colour}]"
+        + (f" ({describe(status.get('reason'))})" if status.get("reason") else "")
+    )
+    table = Table(title="outcomes")
+    table.add_column("outcome")
+    table.add_column("files", justify="right")
+    for outcome in ("linked", "skipped_no_match", "skipped_already_exists", "failed"):
+        table.add_row(outcome, str(status[outcome]))
+    table.add_row("[dim]ignored (not PDFs)[/dim]", f"[dim]{status.get('ignored', 0)}[/dim]")
+    table.add_row("[bold]total PDFs[/bold]", f"[bold]{status.get('totalFiles') or 0}[/bold]")
+    console.print(table)
+    if status["status"] != "COMPLETED" or status["processed"] == status["linked"]:
+        return
+    rows = [f for f in client.files(status["batchId"], outcome="not_linked")]
+    not_linked = Table(title="not linked")
+    not_linked.add_column("file")
+    not_linked.add_column("outcome")
+    not_linked.add_column("why")
+    for f in rows:
+        not_linked.add_row(f["name"], f["outcome"], f"{describe(f['reason'])} [dim]({f['reason']})[/dim]")
+    console.print(not_linked)
+
+
+def status_cmd(args: argparse.Namespace) -> int:
+    """Show one batch's progress."""
+    from pdfbatch.ops.api import ApiError
+
+    client = api_client()
+    try:
+        body, _ = client.status(args.batch_id)
+    except ApiError as exc:
+        raise CliError(str(exc), EXIT_USAGE if exc.status == 404 else EXIT_UNAVAILABLE) from exc
+    if args.json:
+        print(json.dumps(body, indent=2, sort_keys=True))
+    elif body["status"] in ("COMPLETED", "FAILED"):
+        print_summary(client, body, stderr_console())
+    else:
+        total = body.get("totalFiles") or "?"
+        stderr_console().print(f"{body['status']}: {body['processed']}/{total} files ({body['percent']}%)")
+    return EXIT_BATCH_FAILED if body["status"] == "FAILED" else EXIT_OK
+
+
+def files_cmd(args: argparse.Namespace) -> int:
+    """List per-file results."""
+    from rich.table import Table
+
+    from pdfbatch.model import describe
+    from pdfbatch.ops.api import ApiError
+
+    client = api_client()
+    try:
+        rows = list(client.files(args.batch_id, outcome=args.outcome))
+    except ApiError as exc:
+        raise CliError(str(exc), EXIT_USAGE if exc.status in (400, 404) else EXIT_UNAVAILABLE) from exc
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    table = Table()
+    for col in ("#", "file", "outcome", "reason"):
+        table.add_column(col)
+    for f in rows:
+        table.add_row(str(f["index"]), f["name"], f["outcome"] or "pending", describe(f["reason"]))
+    stderr_console().print(table)
+    return EXIT_OK
+
+
+def find_cmd(args: argparse.Namespace) -> int:
+    """Which batches came from an object key (for ZIPs dropped with `aws s3 cp`)."""
+    from pdfbatch.ops.api import ApiError
+
+    try:
+        batches = api_client().find(args.key)
+    except ApiError as exc:
+        raise CliError(str(exc), EXIT_USAGE if exc.status == 400 else EXIT_UNAVAILABLE) from exc
+    if args.json:
+        print(json.dumps(batches, indent=2))
+    else:
+        for b in batches:
+            print(f"{b['batchId']}  {b['status']:<10}  {b['createdAt']}")
+    return EXIT_OK

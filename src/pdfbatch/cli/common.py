@@ -1,0 +1,120 @@
+"""What every command shares: exit codes, CliError, the environment (endpoints, URLs, the stack's
+name), reachability checks, the API client and the console."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pdfbatch.config import DEFAULT_ENDPOINT_URL, DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, parse_mysql_url
+
+EXIT_OK, EXIT_BATCH_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
+EXIT_CODES = (
+    "exit codes: 0 ok, 1 the batch FAILED, 2 bad usage or input (or no such batch),\n"
+    "3 a service is unavailable"
+)
+STACK_NAME = os.environ.get("PDFBATCH_STACK_NAME", "pdfbatch")
+
+
+class CliError(Exception):
+    """A failure to report as one sentence with an exit code (no traceback)."""
+
+    def __init__(self, message: str, code: int = EXIT_UNAVAILABLE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def endpoint_url() -> str | None:
+    """AWS_ENDPOINT_URL, defaulting to the local stack; set it empty to target real AWS."""
+    value = os.environ.get("AWS_ENDPOINT_URL")
+    if value is None:
+        return DEFAULT_ENDPOINT_URL
+    return value or None
+
+
+def region() -> str:
+    """The AWS region (us-east-1 unless set)."""
+    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+
+
+def local_credentials() -> None:
+    """Dummy credentials when none are set and the endpoint is local (LocalStack accepts any)."""
+    if endpoint_url() and not os.environ.get("AWS_ACCESS_KEY_ID") and not os.environ.get("AWS_PROFILE"):
+        os.environ["AWS_ACCESS_KEY_ID"] = "test"
+        os.environ["AWS_SECRET_ACCESS_KEY"] = "test"  # noqa: S105 - LocalStack's dummy credentials
+    os.environ.setdefault("AWS_DEFAULT_REGION", region())
+
+
+def mysql_url() -> str:
+    """PDFBATCH_MYSQL_URL or the local default."""
+    return os.environ.get("PDFBATCH_MYSQL_URL") or DEFAULT_MYSQL_URL
+
+
+def redis_url() -> str:
+    """PDFBATCH_REDIS_URL or the local default."""
+    return os.environ.get("PDFBATCH_REDIS_URL") or DEFAULT_REDIS_URL
+
+
+def check_mysql(create: bool = False) -> None:
+    """Fail with one sentence when MySQL is unreachable; optionally create the database and tables."""
+    import pymysql
+
+    from pdfbatch.ops import devdb
+
+    p = parse_mysql_url(mysql_url())
+    try:
+        conn = pymysql.connect(
+            host=p.host,
+            port=p.port,
+            user=p.user,
+            password=p.password,
+            connect_timeout=3,
+            autocommit=True,
+            charset="utf8mb4",
+        )
+    except pymysql.err.OperationalError as exc:
+        raise CliError(
+            f"MySQL is not reachable at {p.host}:{p.port} (PDFBATCH_MYSQL_URL): start it, e.g. "
+            "`start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd`, "
+            f"or point PDFBATCH_MYSQL_URL at a running server ({exc.args[-1] if exc.args else exc})."
+        ) from exc
+    if create:
+        devdb.create_schema(conn, p)
+    conn.close()
+
+
+def check_redis() -> None:
+    """Fail with one sentence when Redis is unreachable."""
+    import redis
+
+    try:
+        redis.Redis.from_url(redis_url(), socket_connect_timeout=3).ping()
+    except redis.exceptions.RedisError as exc:
+        raise CliError(
+            f"Redis is not reachable at {redis_url()} (PDFBATCH_REDIS_URL): start it, e.g. "
+            "`redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save '' --appendonly no`, "
+            "or point PDFBATCH_REDIS_URL at a running server."
+        ) from exc
+
+
+def api_client() -> Any:
+    """An ApiClient for the deployed stack (PDFBATCH_API_URL overrides discovery)."""
+    from pdfbatch.ops.api import ApiClient, ApiError, stack_outputs
+
+    url = os.environ.get("PDFBATCH_API_URL")
+    if not url:
+        local_credentials()
+        try:
+            outputs = stack_outputs(STACK_NAME, endpoint_url(), region())
+        except ApiError as exc:
+            raise CliError(str(exc)) from exc
+        url = outputs.get("LocalApiUrl") or outputs["ApiUrl"]
+    # The key: the one `stack up` stored for this API (LocalStack), else PDFBATCH_API_KEY.
+    return ApiClient(url)
+
+
+def stderr_console() -> Any:
+    """A rich console on stderr: stdout is kept for --json documents."""
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)

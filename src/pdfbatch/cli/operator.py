@@ -1,0 +1,265 @@
+"""`pdfbatch retry|dlq|report`: the operator's own tools, on MySQL, Redis and SQS directly.
+
+These talk to the stores directly rather than through the REST API: they change batches (reopen
+files, move messages), which the uploaders' API must not offer, and they need rights the status
+function does not have (SQS send and receive on both queues). The operator already holds the
+MySQL/Redis URLs that `stack up` passes to the functions; `report` needs MySQL only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from pdfbatch.cli import common  # STACK_NAME read through it at call time: one place to set it
+from pdfbatch.cli.batches import follow
+from pdfbatch.cli.common import (
+    EXIT_BATCH_FAILED,
+    EXIT_OK,
+    EXIT_UNAVAILABLE,
+    EXIT_USAGE,
+    CliError,
+    check_mysql,
+    check_redis,
+    endpoint_url,
+    local_credentials,
+    mysql_url,
+    region,
+    stderr_console,
+)
+
+
+@contextmanager
+def _service_errors() -> Iterator[None]:
+    """Typed pdfbatch errors as one sentence and the documented exit code."""
+    from pdfbatch.errors import ConfigError, DependencyUnavailable, InvalidInput, NotFound
+
+    try:
+        yield
+    except NotFound as exc:
+        raise CliError(str(exc), EXIT_USAGE) from exc
+    except (InvalidInput, ConfigError) as exc:
+        raise CliError(str(exc), EXIT_USAGE) from exc
+    except DependencyUnavailable as exc:
+        raise CliError(f"{exc}: check it is running (`pdfbatch stack status`)", EXIT_UNAVAILABLE) from exc
+
+
+def ops_deps() -> tuple[Any, dict[str, str]]:
+    """The pipeline's dependencies as the operator reaches them, and the stack's outputs (queue URLs)."""
+    from dataclasses import replace
+
+    from pdfbatch.bootstrap import build_deps
+    from pdfbatch.config import Settings
+    from pdfbatch.ops.api import ApiError, stack_outputs
+
+    local_credentials()
+    check_mysql()
+    check_redis()
+    try:
+        outputs = stack_outputs(common.STACK_NAME, endpoint_url(), region())
+    except ApiError as exc:
+        raise CliError(str(exc)) from exc
+    with _service_errors():
+        settings = replace(
+            Settings.from_env(),  # PDFBATCH_MYSQL_URL / PDFBATCH_REDIS_URL as checked above
+            bucket=outputs["BucketName"],
+            queue_url=outputs["QueueUrl"],
+            endpoint_url=endpoint_url(),
+            region=region(),
+        )
+        return build_deps(settings, need_queue=True, ensure_schema=False), outputs
+
+
+def dead_letters(deps: Any, outputs: dict[str, str]) -> Any:
+    """The work queue's DLQ."""
+    from pdfbatch.adapters.sqs import SqsDeadLetters
+    from pdfbatch.bootstrap import boto3_client
+
+    return SqsDeadLetters(boto3_client("sqs", deps.settings), outputs["DeadLetterQueueUrl"])
+
+
+class LedgerWatch:
+    """Polls a batch's status from Redis/MySQL (as the API would answer) for `follow`."""
+
+    def __init__(self, deps: Any) -> None:
+        self.deps = deps
+
+    def wait(
+        self, batch_id: str, on_update: Any = None, timeout: float = 3600.0, interval: float = 0.5
+    ) -> dict[str, Any]:
+        """Poll until COMPLETED or FAILED."""
+        from pdfbatch import services
+
+        deadline = time.monotonic() + timeout
+        while True:
+            with _service_errors():
+                body = services.batch_status(self.deps, batch_id)
+            if on_update:
+                on_update(body)
+            if body["status"] in ("COMPLETED", "FAILED"):
+                return body
+            if time.monotonic() > deadline:
+                raise CliError(f"batch {batch_id} still {body['status']} after {timeout:.0f} s")
+            time.sleep(interval)
+
+
+def retry_cmd(args: argparse.Namespace) -> int:
+    """Reopen and re-send the files of a batch that were not linked (or only the failed ones)."""
+    from pdfbatch import services
+
+    deps, _ = ops_deps()
+    console = stderr_console()
+    with _service_errors():
+        report = services.retry_batch(deps, args.batch_id, failed_only=args.failed_only)
+    out: dict[str, Any] = report.as_dict()
+    if not args.json:
+        kept = ", ".join(f"{k} {v}" for k, v in out["kept"].items()) or "none"
+        console.print(
+            f"batch {args.batch_id}: reopened {out['reopened']}, re-sent {out['resent']} "
+            f"[dim](left as they were: {kept})[/dim]"
+        )
+    code = EXIT_OK
+    if args.wait and report.resent:
+        final = follow(LedgerWatch(deps), args.batch_id, console, quiet=args.json, timeout=args.timeout)
+        out["status"] = final
+        if not args.json:
+            print_outcomes(final, console)
+        code = EXIT_OK if final["status"] == "COMPLETED" else EXIT_BATCH_FAILED
+    if args.json:
+        print(json.dumps(out, indent=2, sort_keys=True))
+    return code
+
+
+def dlq_cmd(args: argparse.Namespace) -> int:
+    """List the work queue's dead letters, or redrive them (reopening files recorded gave_up)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from pdfbatch import services
+
+    deps, outputs = ops_deps()
+    dlq = dead_letters(deps, outputs)
+    console = stderr_console()
+    if not args.redrive:
+        with _service_errors():
+            listing = services.list_dead_letters(deps, dlq, limit=args.limit)
+        if args.json:
+            print(json.dumps(listing, indent=2, sort_keys=True))
+            return EXIT_OK
+        if not listing["messages"]:
+            console.print("the dead-letter queue is empty")
+            return EXIT_OK
+        table = Table(title=f"dead letters ({len(listing['messages'])} shown)")
+        for col in ("batch", "#", "file", "outcome", "reason", "attempts", "receives", "sent"):
+            table.add_column(col)
+        for m in listing["messages"]:
+            table.add_row(
+                *(
+                    str(m[k]) if m[k] is not None else "-"
+                    for k in ("batchId", "index", "name", "outcome", "reason", "attempts", "receiveCount")
+                ),
+                m["sentAt"] or "-",
+            )
+        console.print(table)
+        if listing["messages"]:
+            console.print("redrive them with [bold]pdfbatch dlq --redrive[/bold] once the cause is fixed")
+        return EXIT_OK
+
+    with _service_errors():
+        total = dlq.approximate_count()
+        with Progress(
+            TextColumn("redrive "),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=args.json,
+        ) as bar:
+            task = bar.add_task("redrive", total=min(total, args.limit) if args.limit else total)
+
+            def moved(r: Any) -> None:
+                bar.update(task, completed=r.resent + r.already_done + r.left)
+
+            report = services.redrive_dead_letters(deps, dlq, limit=args.limit, on_progress=moved)
+    out: dict[str, Any] = report.as_dict()
+    if not args.json:
+        console.print(
+            f"re-sent {report.resent} (reopened {report.reopened}), {report.already_done} already done, "
+            f"{report.left} left in the DLQ (malformed or unknown)"
+        )
+    code = EXIT_OK
+    if args.wait:
+        out["statuses"] = []
+        for batch_id in report.batches:
+            final = follow(LedgerWatch(deps), batch_id, console, quiet=args.json, timeout=args.timeout)
+            out["statuses"].append(final)
+            if not args.json:
+                print_outcomes(final, console)
+            if final["status"] != "COMPLETED":
+                code = EXIT_BATCH_FAILED
+    if args.json:
+        print(json.dumps(out, indent=2, sort_keys=True))
+    return code
+
+
+def print_outcomes(status: dict[str, Any], console: Any) -> None:
+    """One line: the batch's status and per-outcome counts."""
+    colour = "green" if status["status"] == "COMPLETED" else "yellow"
+    console.print(
+        f"batch {status['batchId']}: [bold {colour}]{status['status']}[/bold {colour}]  "
+        f"linked {status['linked']}  not matched {status['skipped_no_match']}  "
+        f"already linked {status['skipped_already_exists']}  failed {status['failed']}"
+    )
+
+
+def report_cmd(args: argparse.Namespace) -> int:
+    """Outcomes, reasons and per-stage latency percentiles of a batch, from the ledger."""
+    from rich.table import Table
+
+    from pdfbatch import services
+    from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
+    from pdfbatch.config import Settings
+
+    check_mysql()
+    with _service_errors():
+        ledger = MysqlLedger(MysqlClient.from_url(mysql_url()), Settings.from_env().users)
+        report = services.batch_report(ledger, args.batch_id)
+    code = EXIT_BATCH_FAILED if report["status"] == "FAILED" else EXIT_OK
+    if args.json:
+        print(json.dumps(report, indent=2, sort_keys=True))
+        return code
+    from pdfbatch.model import describe
+
+    console = stderr_console()
+    console.print(
+        f"batch {report['batchId']}: [bold]{report['status']}[/bold]"
+        + (f" ({describe(report['reason'])})" if report["reason"] else "")
+        + f"  {report['pdfs']} PDFs ({report['ignored']} other entries ignored), "
+        f"{report['pending']} pending, {report['retriedFiles']} retried"
+        + (f", {report['elapsedSeconds']:.1f} s" if report["elapsedSeconds"] is not None else "")
+    )
+    outcomes = Table(title="outcomes")
+    outcomes.add_column("outcome")
+    outcomes.add_column("files", justify="right")
+    for outcome, n in report["outcomes"].items():
+        outcomes.add_row(outcome, str(n))
+    console.print(outcomes)
+    if report["reasons"]:
+        reasons = Table(title="reasons")
+        for col in ("outcome", "reason", "files", "meaning"):
+            reasons.add_column(col, justify="right" if col == "files" else "left")
+        for r in report["reasons"]:
+            reasons.add_row(r["outcome"], r["reason"], str(r["files"]), r["meaning"])
+        console.print(reasons)
+    if report["stagesMs"]:
+        stages = Table(title="per-file stage times (ms)")
+        for col in ("stage", "files", "p50", "p95", "p99", "max"):
+            stages.add_column(col, justify="left" if col == "stage" else "right")
+        for stage, s in report["stagesMs"].items():
+            stages.add_row(stage, str(s["files"]), *(f"{s[k]:.1f}" for k in ("p50", "p95", "p99", "max")))
+        console.print(stages)
+    return code

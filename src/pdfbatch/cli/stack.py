@@ -1,0 +1,122 @@
+"""`pdfbatch stack up|down|status|key`: the local stack, and what the deployed functions are given."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pdfbatch.cli import common  # STACK_NAME read through it at call time: one place to set it
+from pdfbatch.cli.common import (
+    EXIT_OK,
+    CliError,
+    check_mysql,
+    check_redis,
+    endpoint_url,
+    local_credentials,
+    mysql_url,
+    redis_url,
+    region,
+    stderr_console,
+)
+
+
+def stack_up(args: argparse.Namespace) -> int:
+    """Start LocalStack if needed, prepare MySQL, deploy or update the stack, print the endpoints."""
+    from pdfbatch.ops import localstack
+    from pdfbatch.ops.deploy import DeployError, deploy
+
+    console = stderr_console()
+    local_credentials()
+    check_mysql(create=True)
+    check_redis()
+    endpoint = endpoint_url()
+    root = localstack.find_root(Path.cwd()) if not args.root else Path(args.root)
+    if endpoint:
+        try:
+            localstack.find_python313()
+            localstack.ensure_environments(root)
+            localstack.start(root, endpoint)
+        except localstack.LocalStackError as exc:
+            raise CliError(str(exc)) from exc
+    try:
+        outputs = deploy(
+            deploy_params(),
+            endpoint_url=endpoint,
+            stack_name=common.STACK_NAME,
+            root=root,
+            region=region(),
+            log=lambda m: console.print(f"[dim]{m}[/dim]"),
+        )
+    except DeployError as exc:
+        raise CliError(f"deploy failed: {exc}") from exc
+    api = outputs.get("LocalApiUrl") or outputs.get("ApiUrl")
+    if args.json:
+        print(json.dumps(outputs, indent=2, sort_keys=True))
+    else:
+        console.print(f"[bold green]pdfbatch is up[/bold green] (stack {common.STACK_NAME})")
+        console.print(f"  API      {api}")
+        console.print(f"  page     {api}  (upload in a browser; its API key: `pdfbatch stack key`)")
+        console.print(f"  bucket   s3://{outputs.get('BucketName')}/uploads/")
+        console.print(f"  MySQL    {_redact(mysql_url())}")
+        console.print(f"  Redis    {redis_url()}")
+    return EXIT_OK
+
+
+def deploy_params() -> Any:
+    """What the functions get: the operator's URLs, or PDFBATCH_FUNCTION_* when functions see other hosts."""
+    from pdfbatch.ops.deploy import DeployParams
+
+    overrides: dict[str, Any] = {}
+    # With docker compose the functions reach MySQL/Redis by service name, the CLI through localhost.
+    if os.environ.get("PDFBATCH_FUNCTION_MYSQL_URL"):
+        overrides["mysql_url"] = os.environ["PDFBATCH_FUNCTION_MYSQL_URL"]
+    if os.environ.get("PDFBATCH_FUNCTION_REDIS_URL"):
+        overrides["redis_url"] = os.environ["PDFBATCH_FUNCTION_REDIS_URL"]
+    return DeployParams.from_env(**overrides)
+
+
+def stack_down(args: argparse.Namespace) -> int:
+    """Stop what `stack up` started (LocalStack and its function processes)."""
+    from pdfbatch.ops import localstack
+
+    root = localstack.find_root(Path.cwd()) if not args.root else Path(args.root)
+    stopped = localstack.stop(root)
+    stderr_console().print("LocalStack stopped." if stopped else "LocalStack was not running.")
+    return EXIT_OK
+
+
+def stack_status(args: argparse.Namespace) -> int:
+    """Is the local stack running?"""
+    from pdfbatch.ops import localstack
+
+    root = localstack.find_root(Path.cwd()) if not args.root else Path(args.root)
+    st = localstack.status(root, endpoint_url())
+    print(json.dumps(st.__dict__, default=str) if args.json else st)
+    return EXIT_OK
+
+
+def stack_key(args: argparse.Namespace) -> int:
+    """Print the REST API's key: the one `stack up` stored for this stack, else PDFBATCH_API_KEY."""
+    from pdfbatch.ops import localstack
+    from pdfbatch.ops.api import read_api_key
+
+    root = localstack.find_root(Path.cwd()) if not args.root else Path(args.root)
+    key = read_api_key(root, common.STACK_NAME) or os.environ.get("PDFBATCH_API_KEY", "")
+    if not key:
+        raise CliError(
+            f"no API key for stack {common.STACK_NAME}: run `pdfbatch stack up` or set PDFBATCH_API_KEY"
+        )
+    print(json.dumps({"stackName": common.STACK_NAME, "apiKey": key}) if args.json else key)
+    return EXIT_OK
+
+
+def _redact(url: str) -> str:
+    from urllib.parse import urlparse
+
+    p = urlparse(url)
+    if p.password:
+        return url.replace(f":{p.password}@", ":***@")
+    return url
