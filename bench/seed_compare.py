@@ -560,7 +560,7 @@ def rows_and_notes(c: Comparison) -> tuple[list[Row], list[str]]:
             f"seed {seed_wrong}, pdfbatch {ours_wrong} (worst round)",
         )
     )
-    return rows, [f"{c.label}: {_foreign_note(c)}"]
+    return rows, [f"{c.label}: {_where_time_goes(c)} {_foreign_note(c)}"]
 
 
 ABOUT = (
@@ -581,6 +581,17 @@ ABOUT = (
 
 def _cpu_note(c: Comparison, side: str, roles: Sequence[str]) -> str:
     return ", ".join(f"{role} {c.cpu_ms(side, role):.1f}" for role in roles) + " ms"
+
+
+def _where_time_goes(c: Comparison) -> str:
+    seed, ours = c.side(SEED), c.side(OURS)
+    busy = median(r.cpu.get(NODE, 0.0) / r.seconds for r in seed)
+    cores = median(sum(r.cpu.get(k, 0.0) for k in (FUNCTIONS, LOCALSTACK, *SHARED)) / r.seconds for r in ours)
+    return (
+        f"the seed's one node thread was busy {busy:.0%} of its time (one core at most); pdfbatch kept "
+        f"{cores:.1f} cores busy and spent {c.all_in_ms(OURS) / c.all_in_ms(SEED):.2f}x the seed's CPU per "
+        f"PDF, {c.cpu_ms(OURS, LOCALSTACK):.0f} ms of it in LocalStack."
+    )
 
 
 def _foreign_note(c: Comparison) -> str:

@@ -136,4 +136,6 @@ def test_seed_section_rows_come_from_interleaved_rounds() -> None:
     assert by["pdfbatch: AWS calls LocalStack logged per PDF"].value == 2.0
     assert "same users" in by["users linked, seed / pdfbatch (last round)"].note
     assert "seed 0, pdfbatch 0" in by["users linked, seed / pdfbatch (last round)"].note
-    assert notes[0].startswith("2 files, tiny PDFs: No other client used LocalStack")
+    assert notes[0].startswith("2 files, tiny PDFs: the seed's one node thread was busy 1% of its time")
+    assert "pdfbatch kept 0.0 cores busy and spent 2.07x the seed's CPU" in notes[0]
+    assert "No other client used LocalStack" in notes[0]
