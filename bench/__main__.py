@@ -29,6 +29,7 @@ class Sizes:
     scale: tuple[int, int] = (1_000, 10_000)
     memory: tuple[tuple[str, int], ...] = (("10 MB", 10 * MiB), ("100 MB", 100 * MiB), ("1 GB", 1024 * MiB))
     pollers: int = 20
+    seed_rounds: int = 3  # section 7: measured rounds per side, interleaved with the seed system
 
 
 QUICK = Sizes(
@@ -40,6 +41,7 @@ QUICK = Sizes(
     scale=(40, 80),
     memory=(("2 MB", 2 * MiB), ("4 MB", 4 * MiB)),
     pollers=3,
+    seed_rounds=1,
 )
 
 
@@ -69,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `make bench`."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny corpora: checks the bench runs, not speed")
-    parser.add_argument("--sections", default="1,2,3,4,5,6", help="comma-separated section numbers")
+    parser.add_argument("--sections", default="1,2,3,4,5,6,7", help="comma-separated section numbers")
     parser.add_argument("--out", type=Path, default=None, help="where to write the table (markdown)")
     args = parser.parse_args(argv)
     sections = {s.strip() for s in args.sections.split(",") if s.strip()}
@@ -90,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 extraction.run(sizes.extract_resumes, sizes.extract_manuals, sizes.manual_pages)
             ),
         )
-    if sections & {"2", "3", "4", "5", "6"}:
+    if sections & {"2", "3", "4", "5", "6", "7"}:
         from bench import stack as st
 
         with st.Lease() as lease:
@@ -420,8 +422,19 @@ def _stack_sections(bench: Bench, stack: object, sections: set[str]) -> None:
             )
         )
 
+    def seed_system() -> None:
+        from bench import seed_compare
+
+        more, text = seed_compare.run(
+            stack, sizes.resumes, sizes.manuals, sizes.manual_pages, sizes.seed_rounds, bench.log
+        )
+        rows.extend(more)
+        notes.extend(text)
+
     if sections & {"2", "6"}:
         bench.section("2 end to end", end_to_end)
+    if "7" in sections:
+        bench.section("7 the seed system", seed_system)
     if "5" in sections:
         bench.section("5 status under load", responsiveness)
     if "3" in sections:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from bench import extraction, pipeline
+from collections import Counter
+
+import pytest
+from bench import extraction, pipeline, seed_compare
 from bench.cost import PRICE_PER_GB_SECOND, PRICE_PER_REQUEST, per_thousand
 from bench.report import Row, Target, percentile, render
 from bench.stack import Report
@@ -65,3 +68,74 @@ def test_extraction_section_runs_on_a_tiny_corpus() -> None:
     assert figures["extract manual, email p.1: speed-up"].target is not None
     assert figures["extract manual, email last page: speed-up"].target is None
     assert all(r.value is not None and r.value > 0 for r in rows)
+
+
+def test_seed_ratio_is_the_seeds_median_over_ours() -> None:
+    # GIVEN three interleaved rounds each, one of ours slowed by an idle start
+    seed, ours = [2.0, 2.4, 2.2], [3.0, 9.0, 2.75]
+    # WHEN the ratio is taken
+    ratio = seed_compare.ratio_of_medians(seed, ours)
+    # THEN it is median over median, so the outlier round does not decide it
+    assert ratio == 2.2 / 3.0
+
+
+def test_seed_ratio_needs_a_round_on_each_side() -> None:
+    with pytest.raises(ValueError):
+        seed_compare.ratio_of_medians([], [1.0])
+
+
+def test_localstack_request_log_lines_are_counted_per_operation() -> None:
+    log = "2026-11-30T14:53:50.545  INFO --- [et.reactor-3] localstack.request"
+    lines = [
+        f"{log}.http    : POST /_localstack_lambda/x/invocations/y/response => 202",
+        f"{log}.aws     : AWS s3.GetObject => 200",
+        f"{log}.aws     : AWS s3.GetObject => 200",
+        f"{log}.aws     : AWS sqs.DeleteMessage => 200",
+    ]
+    calls = seed_compare.aws_calls(lines)
+    assert calls == {"s3.GetObject": 2, "sqs.DeleteMessage": 1}
+    assert seed_compare.describe_calls(calls, 2) == "s3.GetObject 1.00, sqs.DeleteMessage 0.50"
+
+
+def test_a_pdf_url_resolves_to_its_zip_entry_on_either_side() -> None:
+    sha = "ab" * 32
+    by_sha = {sha: "resumes/0001.pdf"}
+    # pdfbatch keys a linked PDF by its content hash, the seed by the entry's name
+    assert seed_compare.linked_entry(f"s3://b/pdfs/7/{sha}.pdf", by_sha) == "resumes/0001.pdf"
+    assert seed_compare.linked_entry("s3://seed/pdfs/7/resumes/0002.pdf", by_sha) == "resumes/0002.pdf"
+    assert seed_compare.linked_entry("https://elsewhere/cv.pdf", by_sha) is None
+
+
+def test_a_user_linked_to_someone_elses_file_is_reported() -> None:
+    truth = {"a.pdf": "ann@x.test", "b.pdf": "bob@x.test"}
+    linked = {"ann@x.test": "a.pdf", "bob@x.test": "a.pdf", "cy@x.test": None}
+    assert seed_compare.mislinked(linked, truth) == ["bob@x.test", "cy@x.test"]
+
+
+def test_seed_section_rows_come_from_interleaved_rounds() -> None:
+    # GIVEN two rounds per side of a 2-file batch, both sides linking the two users to their own files
+    truth = {"a.pdf": "ann@x.test", "b.pdf": "bob@x.test"}
+    links: dict[str, str | None] = {"ann@x.test": "a.pdf", "bob@x.test": "b.pdf"}
+    c = seed_compare.Comparison(2, "2 files, tiny PDFs", truth)
+    for seed_s, ours_s in ((1.0, 2.0), (3.0, 4.0)):
+        c.rounds.append(
+            seed_compare.Round(
+                "seed", seed_s, Counter({"seed worker (node)": 0.02, "LocalStack": 0.01}), Counter(), links
+            )
+        )
+        calls = Counter({"s3.GetObject": 2, "s3.CopyObject": 2})
+        cpu = Counter({"pdfbatch functions": 0.04, "LocalStack": 0.02, "MariaDB": 0.002})
+        c.rounds.append(seed_compare.Round("pdfbatch", ours_s, cpu, calls, dict(links), "upload 0.1 s"))
+    # WHEN the section's rows are made
+    rows, notes = seed_compare.rows_and_notes(c)
+    by = {r.figure.removesuffix(", tiny PDFs"): r for r in rows}
+    # THEN the ratio is median over median, CPU is per file, and the linking agrees
+    assert by["seed's end-to-end time / pdfbatch's (median)"].value == 2.0 / 3.0
+    assert by["seed CPU per PDF, all in"].value == 15.0
+    assert by["pdfbatch CPU per PDF, all in"].value == 31.0
+    assert by["pdfbatch: AWS calls LocalStack logged per PDF"].value == 2.0
+    assert "same users" in by["users linked, seed / pdfbatch (last round)"].note
+    assert "seed 0, pdfbatch 0" in by["users linked, seed / pdfbatch (last round)"].note
+    assert notes[0].startswith("2 files, tiny PDFs: the seed's one node thread was busy 1% of its time")
+    assert "pdfbatch kept 0.0 cores busy and spent 2.07x the seed's CPU" in notes[0]
+    assert "No other client used LocalStack" in notes[0]
