@@ -34,7 +34,7 @@ Other rules that keep one hostile ZIP from hurting the function:
 - Entries whose data overlap each other, or lie outside the archive, reject the whole ZIP
   (``corrupt_zip``): that is the shape of a "quoted overlap" bomb, where thousands of entries
   re-read the same compressed bytes. Python 3.12+ ``zipfile`` also checks this; 3.11 does not.
-- No ``zipfile``/``zlib`` exception escapes: the archive's are ``ArchiveRejected("corrupt_zip")``,
+- No ``zipfile``/``zlib`` exception escapes: the archive's are ``ArchiveRejected(BatchReason.CORRUPT_ZIP)``,
   an entry's are ``EntryRejected("corrupt_entry")``. Errors from ``fetch`` (e.g.
   ``DependencyUnavailable``) pass through untouched so the caller can retry.
 """
@@ -54,7 +54,7 @@ from typing import IO, TYPE_CHECKING, BinaryIO, Literal, Protocol
 
 from pdfbatch.config import Limits
 from pdfbatch.errors import ArchiveRejected, DependencyUnavailable, EntryRejected, PdfBatchError
-from pdfbatch.model import Reason
+from pdfbatch.model import BatchReason, Reason
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
@@ -385,23 +385,23 @@ def open_archive(fileobj: Readable, limits: Limits, size: int | None = None) -> 
     ``zip_too_large``, ``too_many_entries`` or ``corrupt_zip``.
     """
     if size is not None and size > limits.max_zip_bytes:
-        raise ArchiveRejected("zip_too_large", f"{size} bytes > {limits.max_zip_bytes}")
+        raise ArchiveRejected(BatchReason.ZIP_TOO_LARGE, f"{size} bytes > {limits.max_zip_bytes}")
     try:
         actual = fileobj.seek(0, io.SEEK_END)
         if actual > limits.max_zip_bytes:
-            raise ArchiveRejected("zip_too_large", f"{actual} bytes > {limits.max_zip_bytes}")
+            raise ArchiveRejected(BatchReason.ZIP_TOO_LARGE, f"{actual} bytes > {limits.max_zip_bytes}")
         cd_start, cd_size = _find_central_directory(fileobj, actual)
         _count_records(fileobj, cd_start, cd_size, limits.max_entries)
         zf = zipfile.ZipFile(fileobj)
         infos = zf.infolist()
         if len(infos) > limits.max_entries:  # cannot happen after the walk; kept as a backstop
-            raise ArchiveRejected("too_many_entries")
+            raise ArchiveRejected(BatchReason.TOO_MANY_ENTRIES)
         _check_layout(infos, zf.start_dir)
         plan = Plan.of(tuple(_entry(i, info, limits) for i, info in enumerate(infos)))
     except PdfBatchError:
         raise
     except _ZIP_ERRORS as exc:
-        raise ArchiveRejected("corrupt_zip", f"{type(exc).__name__}: {exc}") from exc
+        raise ArchiveRejected(BatchReason.CORRUPT_ZIP, f"{type(exc).__name__}: {exc}") from exc
     return OpenedArchive(zf, plan, limits)
 
 
@@ -412,7 +412,7 @@ def inspect(fileobj: Readable, limits: Limits, size: int | None = None) -> Plan:
 
 
 def _corrupt(detail: str) -> ArchiveRejected:
-    return ArchiveRejected("corrupt_zip", detail)
+    return ArchiveRejected(BatchReason.CORRUPT_ZIP, detail)
 
 
 def _find_central_directory(fp: Readable, size: int) -> tuple[int, int]:
@@ -465,7 +465,7 @@ def _count_records(fp: Readable, start: int, size: int, max_entries: int) -> int
     buf_start = 0  # directory offset of buf[0]
     while offset < size:
         if count >= max_entries:
-            raise ArchiveRejected("too_many_entries", f"more than {max_entries} entries")
+            raise ArchiveRejected(BatchReason.TOO_MANY_ENTRIES, f"more than {max_entries} entries")
         need = offset + _CD_HEADER.size - buf_start
         if need > len(buf):
             fp.seek(start + buf_start + len(buf))

@@ -34,6 +34,7 @@ from pdfbatch.model import (
     FINAL_STATUSES,
     IGNORED,
     UNSTAGED_REASONS,
+    BatchReason,
     BatchStatus,
     FileResult,
     FileTask,
@@ -56,8 +57,6 @@ from pdfbatch.ports import (
     WorkQueue,
 )
 
-UNZIP_FAILED = "unzip_failed"  # batch reason: its S3 event failed every unzip attempt (unzip DLQ)
-UPLOAD_EXPIRED = "upload_expired"  # batch reason: POST /batches, but no ZIP arrived while the link was valid
 # An upload that started just before its link expired may still be arriving: wait this long after.
 UPLOAD_GRACE_SECONDS = 3600
 UPLOAD_KEY_RE = re.compile(r"^uploads/([0-9a-f]{32})\.zip$")
@@ -187,7 +186,7 @@ def stage_zip(deps: Deps, upload: Upload) -> StageReport:
     try:
         size = upload.size if upload.size is not None else deps.store.head_size(upload.bucket, upload.key)
         if size > s.limits.max_zip_bytes:
-            raise ArchiveRejected("zip_too_large")
+            raise ArchiveRejected(BatchReason.ZIP_TOO_LARGE)
         reader = deps.store.open_reader(upload.bucket, upload.key, size)
         opened = archive.open_archive(reader, s.limits, size=size)
     except ArchiveRejected as exc:
@@ -195,9 +194,9 @@ def stage_zip(deps: Deps, upload: Upload) -> StageReport:
         logger.warning("zip rejected", extra={"reason": exc.reason})
         return StageReport(batch_id, BatchStatus.FAILED, reason=exc.reason)
     except NotFound:
-        fail_batch(deps, batch_id, "zip_missing")
-        logger.warning("zip rejected", extra={"reason": "zip_missing"})
-        return StageReport(batch_id, BatchStatus.FAILED, reason="zip_missing")
+        fail_batch(deps, batch_id, BatchReason.ZIP_MISSING)
+        logger.warning("zip rejected", extra={"reason": BatchReason.ZIP_MISSING})
+        return StageReport(batch_id, BatchStatus.FAILED, reason=BatchReason.ZIP_MISSING)
 
     plan = opened.plan
     report = StageReport(
@@ -342,7 +341,7 @@ def _mark_unpacked(deps: Deps, batch_id: str, total_files: int) -> str:
     return status
 
 
-def fail_batch(deps: Deps, batch_id: str, reason: str) -> None:
+def fail_batch(deps: Deps, batch_id: str, reason: BatchReason) -> None:
     """The ZIP as a whole cannot be processed: FAILED with a reason, in Redis and MySQL."""
     deps.progress.fail(batch_id, reason, deps.clock())
     _write_summary(deps, batch_id, BatchStatus.FAILED, reason)
@@ -564,7 +563,7 @@ def retry_later(
     return delay
 
 
-def abandon_upload(deps: Deps, upload: Upload, reason: str = UNZIP_FAILED) -> str:
+def abandon_upload(deps: Deps, upload: Upload, reason: BatchReason = BatchReason.UNZIP_FAILED) -> str:
     """unzip gave up on an upload (its event reached the unzip DLQ): the batch ends FAILED with ``reason``.
 
     The batch row is created if unzip died before creating it. A batch already final, or one an
@@ -701,7 +700,7 @@ def batch_status(deps: Deps, batch_id: str) -> dict[str, Any]:
         raise NotFound("no such batch")
     if batch.status == BatchStatus.PENDING and _upload_expired(deps, batch.created_at):
         # Nobody uploaded to the presigned POST: the batch ends rather than waiting forever.
-        fail_batch(deps, batch_id, UPLOAD_EXPIRED)
+        fail_batch(deps, batch_id, BatchReason.UPLOAD_EXPIRED)
         logger.info("batch failed: no upload arrived", extra={"batch_id": batch_id})
         raw = deps.progress.get(batch_id)
         batch = deps.ledger.get_batch(batch_id) or batch
