@@ -50,6 +50,7 @@ from pdfbatch.ports import (
     DeadLetters,
     FileRow,
     Ledger,
+    LiveProgress,
     NewEntry,
     ObjectStore,
     Progress,
@@ -629,8 +630,9 @@ def _complete(deps: Deps, batch_id: str) -> str:
     counts = deps.ledger.outcome_counts(batch_id)
     batch = deps.ledger.get_batch(batch_id)
     total = batch.total_files if batch is not None else None
-    live = deps.progress.get(batch_id) or {}
-    drifted = [k for k in (*COUNTED_OUTCOMES, "processed") if _int(live.get(k)) != counts.get(k, 0)]
+    live = deps.progress.get(batch_id)
+    seen = {**live.outcomes, "processed": live.processed} if live is not None else {}
+    drifted = [k for k in (*COUNTED_OUTCOMES, "processed") if seen.get(k, 0) != counts.get(k, 0)]
     done = total is not None and counts["processed"] >= total
     if drifted or not done:
         logger.error("live counters disagreed with the ledger; rebuilt from it", extra={"drifted": drifted})
@@ -649,37 +651,36 @@ def _rebuild_progress(deps: Deps, batch_id: str, replace: bool = False) -> None:
     # One read for counts and indices: two reads would let a file recorded in between be in the done
     # set but not in the counts, and its own count() would then never add it (the batch never ends).
     done = deps.ledger.done_files(batch_id)
-    counts: dict[str, int] = {o: 0 for o in COUNTED_OUTCOMES}
+    outcomes: dict[str, int] = {o: 0 for o in COUNTED_OUTCOMES}
+    reasons: dict[str, int] = {}
     for f in done:
-        counts[f.outcome] = counts.get(f.outcome, 0) + 1
-        counts[f"reason:{f.reason}"] = counts.get(f"reason:{f.reason}", 0) + 1
-    counts["processed"] = len(done)
+        outcomes[f.outcome] = outcomes.get(f.outcome, 0) + 1
+        reasons[f.reason] = reasons.get(f.reason, 0) + 1
     status = batch.status if batch.status != BatchStatus.PENDING else BatchStatus.PROCESSING
     if replace:  # re-syncing live counters the ledger disagreed with: the ledger says whether it is done
         done_all = batch.total_files is not None and len(done) >= batch.total_files
         status = BatchStatus.COMPLETED if done_all else BatchStatus.PROCESSING
-    fields: dict[str, str | int | float] = {
-        "status": status,
-        "totalFiles": batch.total_files if batch.total_files is not None else -1,
-        "unpacked": 1 if batch.unpacked_at else 0,
-        "createdAt": f"{batch.created_at:.3f}",
-        "updatedAt": f"{deps.clock():.3f}",
-        "ignored": batch.ignored_files,
-        "rebuiltAt": f"{deps.clock():.3f}",
-    }
     finished = [f.finished_at for f in done if f.finished_at]
-    if finished:
+    now = deps.clock()
+    live = LiveProgress(
+        status=status,
+        total_files=batch.total_files,
+        processed=len(done),
+        outcomes=outcomes,
+        reasons=reasons,
+        ignored=batch.ignored_files,
+        unpacked=bool(batch.unpacked_at),
+        reason=batch.reason or None,
+        created_at=batch.created_at,
+        updated_at=now,
+        started_at=batch.started_at or None,
+        unpacked_at=batch.unpacked_at or None,
+        completed_at=batch.completed_at if batch.status in FINAL_STATUSES else None,
         # The rate (and ETA) stays an average over the whole batch, not over the files since the rebuild.
-        fields["firstDoneAt"] = f"{min(finished):.3f}"
-    fields.update(counts)
-    for name, at in (("startedAt", batch.started_at), ("unpackedAt", batch.unpacked_at)):
-        if at:
-            fields[name] = f"{at:.3f}"
-    if batch.completed_at and batch.status in FINAL_STATUSES:
-        fields["completedAt"] = f"{batch.completed_at:.3f}"
-    if batch.reason:
-        fields["reason"] = batch.reason
-    rebuilt = deps.progress.rebuild(batch_id, fields, [f.index for f in done], replace=replace)
+        first_done_at=min(finished) if finished else None,
+        rebuilt_at=now,
+    )
+    rebuilt = deps.progress.rebuild(batch_id, live, [f.index for f in done], replace=replace)
     logger.warning("progress rebuilt from the ledger", extra={"rebuilt": rebuilt})
 
 
@@ -692,9 +693,9 @@ def batch_status(deps: Deps, batch_id: str) -> dict[str, Any]:
     """GET /batches/{id}: live counters from Redis, or the MySQL summary once the hash expired."""
     if not is_batch_id(batch_id):
         raise NotFound("no such batch")
-    raw = deps.progress.get(batch_id)
-    if raw is not None and raw.get("status") != BatchStatus.PENDING:
-        return _shape_live(batch_id, raw)
+    live = deps.progress.get(batch_id)
+    if live is not None and live.status != BatchStatus.PENDING:
+        return _shape_live(batch_id, live)
     batch = deps.ledger.get_batch(batch_id)
     if batch is None:
         raise NotFound("no such batch")
@@ -702,10 +703,10 @@ def batch_status(deps: Deps, batch_id: str) -> dict[str, Any]:
         # Nobody uploaded to the presigned POST: the batch ends rather than waiting forever.
         fail_batch(deps, batch_id, BatchReason.UPLOAD_EXPIRED)
         logger.info("batch failed: no upload arrived", extra={"batch_id": batch_id})
-        raw = deps.progress.get(batch_id)
+        live = deps.progress.get(batch_id)
         batch = deps.ledger.get_batch(batch_id) or batch
-    if raw is not None:
-        return _shape_live(batch_id, raw)
+    if live is not None:
+        return _shape_live(batch_id, live)
     counts = dict(batch.counts) if batch.status in FINAL_STATUSES and batch.counts else None
     if counts is None:
         counts = deps.ledger.outcome_counts(batch_id)
@@ -718,7 +719,9 @@ def batch_status(deps: Deps, batch_id: str) -> dict[str, Any]:
         batch_id,
         status=batch.status,
         total=batch.total_files,
-        counts=counts,
+        processed=int(counts.get("processed", sum(int(counts.get(o, 0)) for o in COUNTED_OUTCOMES))),
+        outcomes=counts,
+        reasons={k.split(":", 1)[1]: int(v) for k, v in counts.items() if k.startswith("reason:")},
         ignored=batch.ignored_files,
         created=batch.created_at,
         updated=batch.updated_at,
@@ -736,29 +739,24 @@ def _upload_expired(deps: Deps, created_at: float) -> bool:
     return deps.clock() > created_at + s.upload_url_expires_seconds + UPLOAD_GRACE_SECONDS
 
 
-def _shape_live(batch_id: str, raw: Mapping[str, str]) -> dict[str, Any]:
-    counts = {
-        k: _int(v)
-        for k, v in raw.items()
-        if k in COUNTED_OUTCOMES or k == "processed" or k.startswith("reason:")
-    }
-    total = _int(raw.get("totalFiles")) if raw.get("totalFiles") not in (None, "", "-1") else None
+def _shape_live(batch_id: str, live: LiveProgress) -> dict[str, Any]:
     body = _shape(
         batch_id,
-        status=raw.get("status", BatchStatus.PENDING),
-        total=total,
-        counts=counts,
-        ignored=_int(raw.get("ignored")),
-        created=_float(raw.get("createdAt")),
-        updated=_float(raw.get("updatedAt")),
-        completed=_float(raw.get("completedAt")),
-        reason=raw.get("reason"),
-        started=_float(raw.get("startedAt")),
-        unpacked=_float(raw.get("unpackedAt")),
+        status=live.status or BatchStatus.PENDING,
+        total=live.total_files,
+        processed=live.processed,
+        outcomes=live.outcomes,
+        reasons=live.reasons,
+        ignored=live.ignored,
+        created=live.created_at,
+        updated=live.updated_at,
+        completed=live.completed_at,
+        reason=live.reason,
+        started=live.started_at,
+        unpacked=live.unpacked_at,
     )
     body["source"] = "live"
-    first, updated = _float(raw.get("firstDoneAt")), _float(raw.get("updatedAt"))
-    processed = counts.get("processed", 0)
+    first, updated, total, processed = live.first_done_at, live.updated_at, live.total_files, live.processed
     if body["status"] == BatchStatus.PROCESSING and total and first and updated and processed > 1:
         rate = (processed - 1) / max(updated - first, 1e-3)
         body["filesPerSecond"] = round(rate, 2)
@@ -771,7 +769,9 @@ def _shape(
     *,
     status: str,
     total: int | None,
-    counts: Mapping[str, int],
+    processed: int,
+    outcomes: Mapping[str, int],
+    reasons: Mapping[str, int],
     ignored: int,
     created: float | None,
     updated: float | None,
@@ -780,7 +780,6 @@ def _shape(
     started: float | None = None,
     unpacked: float | None = None,
 ) -> dict[str, Any]:
-    processed = int(counts.get("processed", sum(int(counts.get(o, 0)) for o in COUNTED_OUTCOMES)))
     if total:
         percent = round(100.0 * min(processed, total) / total, 1)
     else:
@@ -791,11 +790,9 @@ def _shape(
         "totalFiles": total,
         "processed": processed,
         "percent": percent,
-        **{o: int(counts.get(o, 0)) for o in COUNTED_OUTCOMES},
+        **{o: int(outcomes.get(o, 0)) for o in COUNTED_OUTCOMES},
         "ignored": ignored,
-        "reasons": {
-            k.split(":", 1)[1]: int(v) for k, v in sorted(counts.items()) if k.startswith("reason:") and v
-        },
+        "reasons": {r: int(n) for r, n in sorted(reasons.items()) if n},
         "filesPerSecond": None,
         "etaSeconds": None,
         "createdAt": _iso(created),
@@ -898,20 +895,6 @@ def _iso(ts: float | None) -> str | None:
     if not ts:
         return None
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _int(value: str | None) -> int:
-    try:
-        return int(float(value)) if value not in (None, "") else 0
-    except ValueError:
-        return 0
-
-
-def _float(value: str | None) -> float | None:
-    try:
-        return float(value) if value not in (None, "") else None
-    except ValueError:
-        return None
 
 
 # ---------------------------------------------------------------------------------------------

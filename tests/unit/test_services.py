@@ -139,8 +139,8 @@ def test_total_files_is_recorded_before_any_message_is_sent(deps: Deps, progress
     # GIVEN a queue that checks what a worker could already see when each message goes out
     def check(batch: Sequence[FileTask]) -> None:
         batch_id = batch[0].batch_id
-        raw = progress.get(batch_id)
-        assert raw is not None and raw["totalFiles"] == "12"
+        live = progress.get(batch_id)
+        assert live is not None and live.total_files == 12
         ledger_batch = deps.ledger.get_batch(batch_id)
         assert ledger_batch is not None and ledger_batch.total_files == 12
         assert all(deps.ledger.get_file(batch_id, t.index) is not None for t in batch)
