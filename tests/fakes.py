@@ -436,4 +436,3 @@ def _ci(email: str) -> str:
 
 def _ts(now: float) -> str:
     return f"{now:.3f}"
-

@@ -27,6 +27,7 @@ from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import services
 from pdfbatch.config import Settings
 from pdfbatch.errors import DependencyUnavailable
+from pdfbatch.model import FileResult
 from pdfbatch.services import Deps
 
 BUCKET = "pdfbatch-faults"
@@ -256,7 +257,7 @@ def test_file_recorded_while_progress_is_rebuilt_is_counted_exactly_once(deps: D
             result = read(*args)
             if armed[0]:
                 armed[0] = False
-                ledger.record(report.batch_id, 2, services.FileResult("skipped_no_match", "no_email"))
+                ledger.record(report.batch_id, 2, FileResult("skipped_no_match", "no_email"))
             return result
 
         return wrapper

@@ -24,7 +24,7 @@ from pdfbatch import archive, bootstrap, pdf, services
 from pdfbatch.config import Limits, Settings, parse_mysql_url
 from pdfbatch.errors import ArchiveRejected, ConfigError, EntryRejected
 from pdfbatch.model import Reason
-from pdfbatch.services import Deps
+from pdfbatch.services import Deps, batches
 
 
 @pytest.fixture()
@@ -48,7 +48,7 @@ def test_batch_ids_come_from_the_os_csprng_with_128_bits(monkeypatch: pytest.Mon
         asked.append(nbytes)
         return real(nbytes)
 
-    monkeypatch.setattr(services.secrets, "token_hex", spy)
+    monkeypatch.setattr(batches.secrets, "token_hex", spy)
     # WHEN batch ids are made
     ids = [services.new_batch_id() for _ in range(2000)]
     # THEN each is one 16-byte (128-bit) draw from secrets, 32 hex characters, all distinct
