@@ -37,6 +37,7 @@ from pdfbatch.services.operations import (
 from pdfbatch.services.processing import (
     dead_letter_now,
     give_up,
+    on_failed_attempt,
     process_file,
     retry_delay,
     retry_later,
@@ -72,6 +73,7 @@ __all__ = [
     "list_dead_letters",
     "list_files",
     "new_batch_id",
+    "on_failed_attempt",
     "percentile",
     "process_file",
     "redrive_dead_letters",

@@ -1,5 +1,6 @@
-"""process_pdf's use case: one staged PDF to exactly one recorded, counted outcome; backoff with
-jitter for a failed delivery, and giving up on the last one so the batch still finishes.
+"""process_pdf's use case: one staged PDF to exactly one recorded, counted outcome; and what a failed
+delivery does (``on_failed_attempt``: back off with jitter, or give up on the last receive so the
+batch still finishes).
 """
 
 from __future__ import annotations
@@ -233,3 +234,20 @@ def dead_letter_now(deps: Deps, receipt_handle: str) -> None:
         deps.queue.retry_later(receipt_handle, 0)
     except DependencyUnavailable as exc:
         logger.warning("message not released to the DLQ early", extra={"dependency": exc.dependency})
+
+
+def on_failed_attempt(deps: Deps, task: FileTask, receipt_handle: str, receive_count: int) -> None:
+    """A delivery of ``task`` raised: back it off, or on its last receive record it failed/gave_up.
+
+    Call it while handling the error, then re-raise: anything a retry may fix propagates, so SQS
+    redelivers. On the last receive the file is recorded failed/gave_up, so its batch still finishes,
+    and the message still fails, so SQS moves it to the DLQ, from where `pdfbatch dlq --redrive` can
+    run it again once fixed.
+    """
+    if receive_count < deps.settings.max_receive_count:
+        logger.exception("file attempt failed; will be retried", extra={"receive_count": receive_count})
+        retry_later(deps, receipt_handle, receive_count)  # exponential backoff
+        return
+    logger.exception("file failed on its last delivery", extra={"receive_count": receive_count})
+    give_up(deps, task)
+    dead_letter_now(deps, receipt_handle)
