@@ -22,11 +22,11 @@ from fixtures.apigw import Context, load_handler
 from fixtures.events import s3_event, sqs_event
 from fixtures.pipeline import fake_deps, files_by_name, receive_all, upload
 from fixtures.zips import zipfile_zip as make_zip
-from pdfbatch import bootstrap, services
+from pdfbatch import bootstrap
 from pdfbatch import metrics as pdf_metrics
 from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.logs import logger
-from pdfbatch.services import Deps
+from pdfbatch.services import Deps, staging
 
 BUCKET = "pdfbatch-obs-unit"
 EMAIL = "observed.person@example.com"
@@ -74,7 +74,7 @@ def staged_batch(deps: Deps) -> tuple[str, list[dict[str, Any]]]:
     assert isinstance(deps.ledger, FakeLedger)
     deps.ledger.add_user(EMAIL)
     data = make_zip([(NAME, pdfs.resume_pdf("Private Person", EMAIL)), ("other.pdf", pdfs.text_pdf(["x"]))])
-    report = services.stage_zip(deps, upload(deps, data))
+    report = staging.stage_zip(deps, upload(deps, data))
     pdf_metrics.metrics.clear_metrics()  # unzip's, flushed by no handler here
     return report.batch_id, sorted(receive_all(deps), key=lambda m: m["index"])
 
