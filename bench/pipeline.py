@@ -10,9 +10,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench.report import percentile
 from bench.stack import BenchStack, Report
 from pdfbatch.ops.api import ApiClient, presigned_post
+from pdfbatch.services.report import percentile
 
 STAGES = ("download", "validate", "extract", "match", "copy", "update", "count")
 

@@ -1,4 +1,7 @@
-"""``pdfbatch report``: a batch's outcomes, reasons and per-stage latency percentiles, from the ledger."""
+"""``pdfbatch report``: a batch's outcomes, reasons and per-stage latency percentiles, from the ledger.
+
+``percentile`` is the project's one definition (nearest rank); the bench states its latencies with it.
+"""
 
 from __future__ import annotations
 
