@@ -69,10 +69,8 @@ def stage_zip(deps: Deps, upload: Upload) -> StageReport:
 
     try:
         size = upload.size if upload.size is not None else deps.store.head_size(upload.bucket, upload.key)
-        if size > s.limits.max_zip_bytes:
-            raise ArchiveRejected(BatchReason.ZIP_TOO_LARGE)
-        reader = deps.store.open_reader(upload.bucket, upload.key, size)
-        opened = archive.open_archive(reader, s.limits, size=size)
+        reader = deps.store.open_reader(upload.bucket, upload.key, size)  # reads nothing yet
+        opened = archive.open_archive(reader, s.limits, size=size)  # the one ZIP size check
     except ArchiveRejected as exc:
         tally.fail_batch(deps, batch_id, exc.reason)
         logger.warning("zip rejected", extra={"reason": exc.reason})
