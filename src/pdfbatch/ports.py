@@ -143,8 +143,8 @@ class WorkQueue(Protocol):
         """Send one message per task (SendMessageBatch, 10 per call); raise when any is not accepted."""
         ...
 
-    def retry_later(self, receipt_handle: str, delay_seconds: int) -> None:
-        """Make a received message visible again only after ``delay_seconds`` (ChangeMessageVisibility)."""
+    def change_visibility(self, receipt_handle: str, delay_seconds: int) -> None:
+        """Make a received message visible again after ``delay_seconds`` (0: now); ChangeMessageVisibility."""
         ...
 
 

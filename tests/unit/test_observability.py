@@ -130,7 +130,7 @@ def test_last_receive_records_gave_up_emits_it_and_still_fails_the_message(
 
     monkeypatch.setattr(deps.store, "get_bytes", broken)
     released: list[tuple[str, int]] = []
-    monkeypatch.setattr(deps.queue, "retry_later", lambda rh, delay: released.append((rh, delay)))
+    monkeypatch.setattr(deps.queue, "change_visibility", lambda rh, delay: released.append((rh, delay)))
     capsys.readouterr()
     # WHEN its last delivery fails too
     event = waited_event(bodies[:1], receive_count=deps.settings.max_receive_count)

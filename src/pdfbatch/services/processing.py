@@ -213,7 +213,7 @@ def retry_later(
         return None
     delay = retry_delay(deps.settings, receive_count, rng)
     try:
-        deps.queue.retry_later(receipt_handle, delay)
+        deps.queue.change_visibility(receipt_handle, delay)
     except DependencyUnavailable as exc:
         # The message still comes back, after the queue's visibility timeout instead.
         logger.warning("backoff not applied", extra={"dependency": exc.dependency, "error": str(exc)})
@@ -231,7 +231,7 @@ def dead_letter_now(deps: Deps, receipt_handle: str) -> None:
         logger.warning("no work queue configured (PDFBATCH_QUEUE_URL); the DLQ gets it after the timeout")
         return
     try:
-        deps.queue.retry_later(receipt_handle, 0)
+        deps.queue.change_visibility(receipt_handle, 0)
     except DependencyUnavailable as exc:
         logger.warning("message not released to the DLQ early", extra={"dependency": exc.dependency})
 
