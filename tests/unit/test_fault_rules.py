@@ -15,9 +15,9 @@ import pytest
 from fakes import FakeClock, FakeLedger, FakeProgress
 from fixtures import pdfs
 from fixtures.pipeline import (
+    BUCKET,
     assert_counters_match_ledger,
     drain,
-    fake_deps,
     files_by_name,
     process_all,
     receive_all,
@@ -28,14 +28,6 @@ from pdfbatch.config import Settings
 from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.model import FileResult
 from pdfbatch.services import Deps, batches, processing, staging, views
-
-BUCKET = "pdfbatch-faults"
-
-
-@pytest.fixture()
-def deps(moto_aws: None) -> Deps:
-    return fake_deps(BUCKET)
-
 
 resume = functools.cache(pdfs.resume_pdf)
 text_pdf = functools.cache(lambda *pages: pdfs.text_pdf(list(pages)))

@@ -11,7 +11,6 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,27 +19,15 @@ from fakes import FakeLedger
 from fixtures import pdfs
 from fixtures.apigw import Context, load_handler
 from fixtures.events import s3_event, sqs_event
-from fixtures.pipeline import fake_deps, files_by_name, receive_all, upload
+from fixtures.pipeline import BUCKET, files_by_name, receive_all, upload
 from fixtures.zips import zipfile_zip as make_zip
-from pdfbatch import bootstrap
 from pdfbatch import metrics as pdf_metrics
 from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.logs import logger
 from pdfbatch.services import Deps, staging
 
-BUCKET = "pdfbatch-obs-unit"
 EMAIL = "observed.person@example.com"
 NAME = "Private Person CV.pdf"
-
-
-@pytest.fixture()
-def deps(moto_aws: None) -> Iterator[Deps]:
-    d = fake_deps(BUCKET)
-    pdf_metrics.metrics.clear_metrics()
-    bootstrap.override(d)
-    yield d
-    bootstrap.override(None)
-    pdf_metrics.metrics.clear_metrics()
 
 
 def capture_logs(monkeypatch: pytest.MonkeyPatch) -> None:

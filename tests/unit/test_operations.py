@@ -13,9 +13,9 @@ import pytest
 from fakes import FakeClock, FakeLedger, FakeProgress
 from fixtures import pdfs
 from fixtures.pipeline import (
+    BUCKET,
     assert_counters_match_ledger,
     drain,
-    fake_deps,
     files_by_name,
     receive_all,
     upload,
@@ -28,20 +28,8 @@ from pdfbatch.model import FileResult, FileTask
 from pdfbatch.services import Deps, operations, processing, staging, views
 from pdfbatch.services.report import batch_report, percentile
 
-BUCKET = "pdfbatch-ops-unit"
 resume = functools.cache(pdfs.resume_pdf)
 text_pdf = functools.cache(lambda *pages: pdfs.text_pdf(list(pages)))
-
-
-@pytest.fixture()
-def deps(moto_aws: None) -> Deps:
-    return fake_deps(BUCKET)
-
-
-@pytest.fixture()
-def ledger(deps: Deps) -> FakeLedger:
-    assert isinstance(deps.ledger, FakeLedger)
-    return deps.ledger
 
 
 @pytest.fixture()

@@ -8,7 +8,6 @@ import io
 import json
 import re
 import secrets
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,23 +17,13 @@ from hypothesis import strategies as st
 
 from fixtures import pdfs
 from fixtures.apigw import TEST_API_KEY, Context, api_event, load_handler
-from fixtures.pipeline import drain, fake_deps, upload
+from fixtures.pipeline import drain, upload
 from fixtures.zips import make_zip, pdf_bytes
-from pdfbatch import archive, bootstrap, pdf
+from pdfbatch import archive, pdf
 from pdfbatch.config import Limits, Settings, parse_mysql_url
 from pdfbatch.errors import ArchiveRejected, ConfigError, EntryRejected
 from pdfbatch.model import Reason
 from pdfbatch.services import Deps, batches, staging
-
-
-@pytest.fixture()
-def deps(moto_aws: None) -> Iterator[Deps]:
-    """Fakes for MySQL/Redis, moto S3/SQS, wired into the handlers."""
-    d = fake_deps("pdfbatch-sec", api_key=TEST_API_KEY)
-    bootstrap.override(d)
-    yield d
-    bootstrap.override(None)
-
 
 # --- batch ids ---------------------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 """Every rule of the pipeline (pdfbatch.services) over in-memory fakes of MySQL/Redis and moto's S3/SQS.
 
-The fakes are held to the real adapters by tests/integration/test_fakes_contract.py.
+The fakes are held to the real adapters by tests/integration/test_fakes_contract.py; the ``deps``,
+``ledger``, ``progress`` and ``clock`` fixtures come from tests/unit/conftest.py.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ import pytest
 from fakes import FakeClock, FakeLedger, FakeProgress
 from fixtures import pdfs, zips
 from fixtures.pipeline import (
+    BUCKET,
     assert_counters_match_ledger,
     drain,
-    fake_deps,
     files_by_name,
     process_all,
     receive_all,
@@ -34,35 +35,7 @@ from pdfbatch.model import FileTask, staging_key
 from pdfbatch.ports import FileRow
 from pdfbatch.services import Deps, batches, processing, staging, views
 
-BUCKET = "pdfbatch-unit"
 RANK = {"PENDING": 0, "PROCESSING": 1, "COMPLETED": 2, "FAILED": 2}
-
-
-# --- fixtures ----------------------------------------------------------------------------------
-
-
-@pytest.fixture()
-def deps(moto_aws: None) -> Deps:
-    """FakeLedger (also the users table) and FakeProgress, moto S3 bucket and SQS queue, a still clock."""
-    return fake_deps(BUCKET)
-
-
-@pytest.fixture()
-def ledger(deps: Deps) -> FakeLedger:
-    assert isinstance(deps.ledger, FakeLedger)
-    return deps.ledger
-
-
-@pytest.fixture()
-def progress(deps: Deps) -> FakeProgress:
-    assert isinstance(deps.progress, FakeProgress)
-    return deps.progress
-
-
-@pytest.fixture()
-def clock(deps: Deps) -> FakeClock:
-    assert isinstance(deps.clock, FakeClock)
-    return deps.clock
 
 
 # --- helpers -----------------------------------------------------------------------------------

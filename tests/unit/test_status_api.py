@@ -8,7 +8,6 @@ from __future__ import annotations
 import functools
 import json
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -18,13 +17,12 @@ from fakes import FakeClock, FakeLedger, FakeProgress
 from fixtures import pdfs
 from fixtures.apigw import TEST_API_KEY, Context, api_event, header, load_handler
 from fixtures.openapi import SPEC_FILE, check_response
-from fixtures.pipeline import drain, fake_deps, process_all, receive_all, upload
+from fixtures.pipeline import drain, process_all, receive_all, upload
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import bootstrap
 from pdfbatch.model import describe
 from pdfbatch.services import Deps, staging, views
 
-BUCKET = "pdfbatch-api-unit"
 UNKNOWN = "0" * 32
 PROTECTED = [
     ("POST", "/batches", None),
@@ -47,15 +45,6 @@ class Answer:
 
     def header(self, name: str) -> str | None:
         return header(self.raw, name)
-
-
-@pytest.fixture()
-def deps(moto_aws: None) -> Iterator[Deps]:
-    """FakeLedger and FakeProgress on a still clock, moto S3 and SQS, the status handler wired to them."""
-    d = fake_deps(BUCKET, api_key=TEST_API_KEY)
-    bootstrap.override(d)
-    yield d
-    bootstrap.override(None)
 
 
 @pytest.fixture(scope="module")
