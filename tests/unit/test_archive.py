@@ -1,4 +1,5 @@
-"""archive.py: which entries count, which limits refuse what, and that nothing hostile gets inflated."""
+"""archive.py (and adapters.s3.RangedReader, the file it reads through in production): which entries
+count, which limits refuse what, and that nothing hostile gets inflated."""
 
 from __future__ import annotations
 

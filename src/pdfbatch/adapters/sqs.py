@@ -1,4 +1,5 @@
-"""The work queue: one message per staged PDF, sent ten at a time."""
+"""The work queue (one message per staged PDF, sent ten at a time; visibility changed to back off or
+release a message) and its dead-letter queue, as `pdfbatch dlq` lists and redrives it."""
 
 from __future__ import annotations
 
