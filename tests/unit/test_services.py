@@ -728,6 +728,29 @@ def test_status_of_a_finished_batch_answers_from_the_ledger_after_expiry(
         assert stored[field] == live[field], field
 
 
+def test_a_status_read_writes_nothing_unless_it_ends_the_batch(
+    deps: Deps, ledger: FakeLedger, progress: FakeProgress, clock: FakeClock
+) -> None:
+    # GIVEN a batch half processed (PROCESSING, nothing to end)
+    report = stage(deps, [(f"{i}.pdf", text_pdf(f"file {i}")) for i in range(4)])
+    process_all(deps, sorted(receive_all(deps), key=lambda m: m["index"])[:2])
+
+    def state() -> tuple[Any, ...]:
+        hashes = {b: dict(h) for b, h in progress.hashes.items()}
+        return dict(ledger.batches), dict(ledger.files), hashes, {b: set(d) for b, d in progress.done.items()}
+
+    for expired in (False, True):
+        if expired:
+            progress.expire(report.batch_id)
+        before = state()
+        # WHEN its status is read, later, from the live counters and then from the ledger
+        clock.advance(60)
+        body = views.batch_status(deps, report.batch_id)
+        # THEN the answer is the progress, and neither the ledger nor the counters changed
+        assert (body["status"], body["processed"]) == ("PROCESSING", 2)
+        assert state() == before
+
+
 @pytest.mark.parametrize("batch_id", ["0" * 32, "A" * 32, "../../etc/passwd", "abc", ""])
 def test_unknown_or_malformed_batch_id_is_not_found(deps: Deps, batch_id: str) -> None:
     with pytest.raises(NotFound):
