@@ -148,6 +148,7 @@ def _drop_copy_unless_linked(deps: Deps, bucket: str, key: str, current_url: str
 
 
 def _finish(deps: Deps, task: FileTask, result: FileResult, started: float) -> FileRow:
+    # tally.record_and_count, its two steps timed apart (update, count) for the file's stage timings.
     timings = dict(result.detail)
     t = time.monotonic()
     stored = deps.ledger.record(task.batch_id, task.index, result)
@@ -185,8 +186,7 @@ def give_up(deps: Deps, task: FileTask, reason: str = Reason.GAVE_UP) -> FileRow
     row = deps.ledger.get_file(task.batch_id, task.index)
     if row is None:
         return None
-    stored = deps.ledger.record(task.batch_id, task.index, FileResult(Outcome.FAILED, reason))
-    tally.count(deps, stored)
+    stored = tally.record_and_count(deps, task.batch_id, task.index, FileResult(Outcome.FAILED, reason))
     if stored.reason == reason:
         metrics.file_recorded(stored.outcome or "", stored.reason, {})
     logger.error("file given up after repeated failures", extra={"outcome": stored.outcome})
