@@ -11,7 +11,7 @@ from typing import Any
 
 from pdfbatch.errors import InvalidInput, NotFound
 from pdfbatch.model import COUNTED_OUTCOMES, FINAL_STATUSES, IGNORED, BatchStatus, describe, is_batch_id
-from pdfbatch.ports import FileRow, LiveProgress
+from pdfbatch.ports import BatchRow, FileRow, LiveProgress
 from pdfbatch.services import batches, tally
 from pdfbatch.services.deps import Deps, iso
 
@@ -27,7 +27,7 @@ def batch_status(deps: Deps, batch_id: str) -> dict[str, Any]:
         raise NotFound("no such batch")
     live = deps.progress.get(batch_id)
     if live is not None and live.status != BatchStatus.PENDING:
-        return _shape_live(batch_id, live)
+        return _shape(batch_id, live, "live")
     batch = deps.ledger.get_batch(batch_id)
     if batch is None:
         raise NotFound("no such batch")
@@ -35,72 +35,39 @@ def batch_status(deps: Deps, batch_id: str) -> dict[str, Any]:
         live = deps.progress.get(batch_id)
         batch = deps.ledger.get_batch(batch_id) or batch
     if live is not None:
-        return _shape_live(batch_id, live)
+        return _shape(batch_id, live, "live")
     counts = dict(batch.counts) if batch.status in FINAL_STATUSES and batch.counts else None
     if counts is None:
         counts = deps.ledger.outcome_counts(batch_id)
         if tally.complete_from_ledger(deps, batch, counts):
             batch = deps.ledger.get_batch(batch_id) or batch
-    body = _shape(
-        batch_id,
+    return _shape(batch_id, _from_ledger(batch, counts), "ledger")
+
+
+def _from_ledger(batch: BatchRow, counts: Mapping[str, int]) -> LiveProgress:
+    """The batch's progress as the ledger tells it: its row, and its summary or outcome counts."""
+    return LiveProgress(
         status=batch.status,
-        total=batch.total_files,
+        total_files=batch.total_files,
         processed=int(counts.get("processed", sum(int(counts.get(o, 0)) for o in COUNTED_OUTCOMES))),
-        outcomes=counts,
+        outcomes={o: int(counts.get(o, 0)) for o in COUNTED_OUTCOMES},
         reasons={k.split(":", 1)[1]: int(v) for k, v in counts.items() if k.startswith("reason:")},
         ignored=batch.ignored_files,
-        created=batch.created_at,
-        updated=batch.updated_at,
-        completed=batch.completed_at,
         reason=batch.reason,
-        started=batch.started_at,
-        unpacked=batch.unpacked_at,
+        created_at=batch.created_at,
+        updated_at=batch.updated_at,
+        started_at=batch.started_at,
+        unpacked_at=batch.unpacked_at,
+        completed_at=batch.completed_at,
     )
-    body["source"] = "ledger"
-    return body
 
 
-def _shape_live(batch_id: str, live: LiveProgress) -> dict[str, Any]:
-    body = _shape(
-        batch_id,
-        status=live.status or BatchStatus.PENDING,
-        total=live.total_files,
-        processed=live.processed,
-        outcomes=live.outcomes,
-        reasons=live.reasons,
-        ignored=live.ignored,
-        created=live.created_at,
-        updated=live.updated_at,
-        completed=live.completed_at,
-        reason=live.reason,
-        started=live.started_at,
-        unpacked=live.unpacked_at,
-    )
-    body["source"] = "live"
-    first, updated, total, processed = live.first_done_at, live.updated_at, live.total_files, live.processed
-    if body["status"] == BatchStatus.PROCESSING and total and first and updated and processed > 1:
-        rate = (processed - 1) / max(updated - first, 1e-3)
-        body["filesPerSecond"] = round(rate, 2)
-        body["etaSeconds"] = round((total - processed) / rate, 1) if rate > 0 else None
-    return body
-
-
-def _shape(
-    batch_id: str,
-    *,
-    status: str,
-    total: int | None,
-    processed: int,
-    outcomes: Mapping[str, int],
-    reasons: Mapping[str, int],
-    ignored: int,
-    created: float | None,
-    updated: float | None,
-    completed: float | None,
-    reason: str | None,
-    started: float | None = None,
-    unpacked: float | None = None,
-) -> dict[str, Any]:
+def _shape(batch_id: str, progress: LiveProgress, source: str) -> dict[str, Any]:
+    """The status body of GET /batches/{id}; ``source`` says where it was read (live or ledger)."""
+    status = progress.status or BatchStatus.PENDING
+    total, processed = progress.total_files, progress.processed
+    created, started, unpacked = progress.created_at, progress.started_at, progress.unpacked_at
+    completed = progress.completed_at
     if total:
         percent = round(100.0 * min(processed, total) / total, 1)
     else:
@@ -111,15 +78,15 @@ def _shape(
         "totalFiles": total,
         "processed": processed,
         "percent": percent,
-        **{o: int(outcomes.get(o, 0)) for o in COUNTED_OUTCOMES},
-        "ignored": ignored,
-        "reasons": {r: int(n) for r, n in sorted(reasons.items()) if n},
+        **{o: int(progress.outcomes.get(o, 0)) for o in COUNTED_OUTCOMES},
+        "ignored": progress.ignored,
+        "reasons": {r: int(n) for r, n in sorted(progress.reasons.items()) if n},
         "filesPerSecond": None,
         "etaSeconds": None,
         "createdAt": iso(created),
         "startedAt": iso(started),
         "unpackedAt": iso(unpacked),
-        "updatedAt": iso(updated),
+        "updatedAt": iso(progress.updated_at),
         "completedAt": iso(completed),
         # Stage timings: the wait for the upload (and S3's notification), unzip, and the whole pipeline.
         "durations": {
@@ -130,8 +97,14 @@ def _shape(
         },
     }
     if status == BatchStatus.FAILED:
-        body["reason"] = reason or "unknown"
+        body["reason"] = progress.reason or "unknown"
         body["reasonText"] = describe(body["reason"])
+    body["source"] = source
+    first, updated = progress.first_done_at, progress.updated_at  # the ledger keeps no first_done_at
+    if status == BatchStatus.PROCESSING and total and first and updated and processed > 1:
+        rate = (processed - 1) / max(updated - first, 1e-3)
+        body["filesPerSecond"] = round(rate, 2)
+        body["etaSeconds"] = round((total - processed) / rate, 1) if rate > 0 else None
     return body
 
 
