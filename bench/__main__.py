@@ -12,6 +12,7 @@ from pathlib import Path
 
 from bench import cpu, extraction, report
 from bench.report import Row, Target
+from pdfbatch.services.report import percentile
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MiB = 1024 * 1024
@@ -317,14 +318,14 @@ def _stack_sections(bench: Bench, stack: object, sections: set[str]) -> None:
             Row(
                 "5",
                 f"GET /batches/{{id}} p99, {sizes.pollers} pollers during a batch",
-                report.percentile(lat, 99),
+                percentile(lat, 99),
                 "ms",
                 Target("<=", 50, " ms"),
-                f"{len(lat)} polls, p50 {report.percentile(lat, 50):.1f} ms; "
+                f"{len(lat)} polls, p50 {percentile(lat, 50):.1f} ms; "
                 "each poller waits Retry-After (1 s); "
                 + (
-                    f"status function's own duration p50 {report.percentile(handler, 50):.1f}, "
-                    f"p99 {report.percentile(handler, 99):.1f} ms"
+                    f"status function's own duration p50 {percentile(handler, 50):.1f}, "
+                    f"p99 {percentile(handler, 99):.1f} ms"
                     if handler
                     else ""
                 ),
@@ -336,7 +337,7 @@ def _stack_sections(bench: Bench, stack: object, sections: set[str]) -> None:
                 f"GET /batches/{{id}}, first poll of {sizes.pollers} pollers at once, max",
                 max(cold),
                 "ms",
-                note=f"median {report.percentile(cold, 50):.0f} ms; before the batch; includes the cold "
+                note=f"median {percentile(cold, 50):.0f} ms; before the batch; includes the cold "
                 "starts of the status environments not already warm from an earlier run",
             )
         )

@@ -10,9 +10,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench.report import percentile
 from bench.stack import BenchStack, Report
 from pdfbatch.ops.api import ApiClient, presigned_post
+from pdfbatch.services.report import percentile
 
 STAGES = ("download", "validate", "extract", "match", "copy", "update", "count")
 
@@ -171,22 +171,20 @@ def concurrent_polls(stack: BenchStack, pollers: int) -> list[float]:
 def phases(stack: BenchStack, run: Run) -> dict[str, float]:
     """Seconds from the upload's start to: the ZIP unpacked, the first PDF done, COMPLETED.
 
-    Read from the batch's live progress hash in Redis (timestamps the functions wrote).
+    Read from the batch's live progress in Redis (timestamps the functions wrote).
     """
-    import redis
-
     from bench.stack import REDIS_URL
+    from pdfbatch.adapters.redis import RedisProgress
 
-    raw = redis.Redis.from_url(REDIS_URL, decode_responses=True).hgetall(
-        f"pdfbatch:{{{run.batch_id}}}:progress"
-    )
+    live = RedisProgress.from_url(REDIS_URL).get(run.batch_id)
     t0 = run.completed_at - run.seconds
     out = {}
-    for name, key in (
-        ("unpacked", "unpackedAt"),
-        ("first PDF done", "firstDoneAt"),
-        ("completed", "completedAt"),
-    ):
-        if raw.get(key):
-            out[name] = float(raw[key]) - t0
+    if live is not None:
+        for name, at in (
+            ("unpacked", live.unpacked_at),
+            ("first PDF done", live.first_done_at),
+            ("completed", live.completed_at),
+        ):
+            if at:
+                out[name] = at - t0
     return out

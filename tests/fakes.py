@@ -13,9 +13,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from pdfbatch.adapters.redis import hash_fields, live_progress
 from pdfbatch.errors import ProgressMissing
 from pdfbatch.model import COUNTED_OUTCOMES, FINAL_STATUSES, FileResult
-from pdfbatch.ports import BatchRow, DoneFile, FileRow, NewEntry, UserRow
+from pdfbatch.ports import BatchRow, DoneFile, FileRow, LiveProgress, NewEntry, UserRow
 
 _FINAL = ("COMPLETED", "FAILED")
 
@@ -297,8 +298,10 @@ class FakeLedger:
 class FakeProgress:
     """ports.Progress in memory: each method is the matching Lua script of adapters/redis.py.
 
-    Values are strings, as Redis stores them. There is no clock-driven TTL: ``expire`` drops a batch's
-    hash and done set the way an expiry (or a Redis restart) would.
+    ``hashes`` holds each batch's fields as the Redis hash does (strings); they are read and written as
+    ``LiveProgress`` through the adapter's own ``live_progress``/``hash_fields``. There is no
+    clock-driven TTL: ``expire`` drops a batch's hash and done set the way an expiry (or a Redis
+    restart) would.
     """
 
     def __init__(self) -> None:
@@ -388,27 +391,20 @@ class FakeProgress:
                 h.update(self._zeroed(ts))
             h.update(status="FAILED", reason=reason, completedAt=ts, updatedAt=ts)
 
-    def get(self, batch_id: str) -> dict[str, str] | None:
-        """A copy of the raw hash, or None."""
+    def get(self, batch_id: str) -> LiveProgress | None:
+        """The batch's counters, or None when the hash is missing."""
         with self._lock:
             h = self.hashes.get(batch_id)
-            return dict(h) if h else None
+            return live_progress(h) if h else None
 
-    def rebuild(
-        self,
-        batch_id: str,
-        fields: Mapping[str, str | int | float],
-        done: Sequence[int],
-        replace: bool = False,
-    ) -> bool:
+    def rebuild(self, batch_id: str, live: LiveProgress, done: Sequence[int], replace: bool = False) -> bool:
         """Recreate the hash and done set from a ledger snapshot unless the hash exists (or ``replace``)."""
         with self._lock:
             if replace:
                 self.hashes.pop(batch_id, None)
             if self.hashes.get(batch_id):
                 return False
-            if fields:
-                self.hashes[batch_id] = {k: _encode(v) for k, v in fields.items()}
+            self.hashes[batch_id] = hash_fields(live)
             self.done[batch_id] = {str(i) for i in done}
             return True
 
@@ -440,8 +436,3 @@ def _ci(email: str) -> str:
 
 def _ts(now: float) -> str:
     return f"{now:.3f}"
-
-
-def _encode(value: str | int | float) -> str:
-    # What redis-py sends for each type: floats as repr(), ints as str().
-    return repr(value) if isinstance(value, float) else str(value)

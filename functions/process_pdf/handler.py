@@ -11,12 +11,12 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from pdfbatch import services
 from pdfbatch.bootstrap import get_deps
 from pdfbatch.errors import InvalidInput
 from pdfbatch.logs import logger
 from pdfbatch.metrics import metrics, queue_age
 from pdfbatch.model import FileTask
+from pdfbatch.services import processing
 
 # Every record failing is still a partial response (all ids listed), not an invocation error: SQS
 # treats both alike, and the function's error metric then means a crash, not a bad batch.
@@ -24,7 +24,7 @@ processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failu
 
 
 def record_handler(record: SQSRecord) -> None:
-    """Process one message; on its last delivery a persistent error is recorded as `failed`."""
+    """Process one message; a failure is backed off, or on the last delivery recorded `failed`/`gave_up`."""
     deps = get_deps()
     try:
         task = FileTask.from_message(json.loads(record.body))
@@ -36,18 +36,10 @@ def record_handler(record: SQSRecord) -> None:
     queue_age(time.time(), attrs.get("SentTimestamp"), attrs.get("ApproximateFirstReceiveTimestamp"))
     receive_count = int(record.attributes.approximate_receive_count or 1)
     try:
-        services.process_file(deps, task)
+        processing.process_file(deps, task)
     except Exception:
-        # Anything a retry may fix propagates, so SQS redelivers. On the last receive the file is
-        # recorded failed/gave_up, so its batch still finishes, and the message still fails, so SQS
-        # moves it to the DLQ, from where `pdfbatch dlq --redrive` can run it again once fixed.
-        if receive_count < deps.settings.max_receive_count:
-            logger.exception("file attempt failed; will be retried", extra={"receive_count": receive_count})
-            services.retry_later(deps, record.receipt_handle, receive_count)  # exponential backoff
-            raise
-        logger.exception("file failed on its last delivery", extra={"receive_count": receive_count})
-        services.give_up(deps, task)
-        services.dead_letter_now(deps, record.receipt_handle)
+        # The message fails either way (SQS redelivers it, or moves it to the DLQ after the last try).
+        processing.on_failed_attempt(deps, task, record.receipt_handle, receive_count)
         raise
     finally:
         logger.remove_keys(["batch_id", "file_index"])

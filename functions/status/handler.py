@@ -12,7 +12,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from pdfbatch import auth, services, web
+from pdfbatch import auth, web
 from pdfbatch.bootstrap import get_deps, get_settings
 from pdfbatch.errors import (
     ConfigError,
@@ -23,6 +23,7 @@ from pdfbatch.errors import (
     Unauthenticated,
 )
 from pdfbatch.logs import logger
+from pdfbatch.services import batches, views
 
 app = APIGatewayRestResolver()
 PUBLIC_ROUTES = frozenset({("GET", "/"), ("GET", "/openapi.json")})
@@ -66,7 +67,7 @@ def openapi() -> Response[str]:
 @app.post("/batches")
 def create_batch() -> tuple[dict[str, Any], int]:
     """A new batch id and the presigned POST to upload its ZIP."""
-    return services.create_batch(get_deps()), 201
+    return batches.create_batch(get_deps()), 201
 
 
 @app.get("/batches")
@@ -75,13 +76,13 @@ def find_batches() -> dict[str, Any]:
     key = app.current_event.get_query_string_value(name="key", default_value="") or ""
     if not key:
         raise InvalidInput("query parameter 'key' is required")
-    return services.find_batches(get_deps(), key)
+    return views.find_batches(get_deps(), key)
 
 
 @app.get("/batches/<batch_id>")
 def get_batch(batch_id: str) -> Response[Any]:
     """Progress of one batch; clients are told when to poll again while it runs."""
-    body = services.batch_status(get_deps(), batch_id)
+    body = views.batch_status(get_deps(), batch_id)
     headers = {"Cache-Control": "no-store"}
     if body["status"] in ("PENDING", "PROCESSING"):
         headers["Retry-After"] = "1"
@@ -95,7 +96,7 @@ def get_files(batch_id: str) -> dict[str, Any]:
     limit_raw = q(name="limit", default_value="100") or "100"
     if not limit_raw.isdigit():
         raise InvalidInput("limit must be a positive integer")
-    return services.list_files(
+    return views.list_files(
         get_deps(),
         batch_id,
         cursor=q(name="cursor", default_value=None),

@@ -15,21 +15,22 @@ from aws_lambda_powertools.utilities.data_classes import S3Event
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from pdfbatch import services
 from pdfbatch.bootstrap import get_deps
 from pdfbatch.logs import logger
 from pdfbatch.metrics import metrics
+from pdfbatch.services.batches import Upload, abandon_upload
+from pdfbatch.services.staging import stage_zip
 
 processor = BatchProcessor(event_type=EventType.SQS)
 
 
-def uploads(event: S3Event) -> list[services.Upload]:
+def uploads(event: S3Event) -> list[Upload]:
     """The uploads an S3 notification names (keys arrive URL-encoded)."""
     out = []
     for record in event.records:
         obj = record.s3.get_object
         out.append(
-            services.Upload(
+            Upload(
                 bucket=record.s3.bucket.name,
                 key=unquote_plus(obj.key),
                 size=obj.get("size"),
@@ -45,7 +46,7 @@ def stage(event: S3Event) -> dict[str, Any]:
     deps = get_deps(need_queue=True)
     batches = []
     for upload in uploads(event):
-        report = services.stage_zip(deps, upload)
+        report = stage_zip(deps, upload)
         batches.append(
             {"batchId": report.batch_id, "status": report.status, "totalFiles": report.total_files}
         )
@@ -67,7 +68,7 @@ def failed_event(record: SQSRecord) -> None:
     error = (body.get("responsePayload") or {}).get("errorType") if isinstance(body, dict) else None
     logger.warning("unzip gave up on an upload", extra={"error_type": error})
     for upload in found:
-        services.abandon_upload(deps, upload)
+        abandon_upload(deps, upload)
         logger.remove_keys(["batch_id"])
 
 

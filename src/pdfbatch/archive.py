@@ -1,8 +1,9 @@
 """ZIP inspection and safe, streaming extraction.
 
-The ZIP is never held in memory: ``RangedReader`` turns a ranged-GET callable into a seekable file
-that keeps at most a couple of blocks, ``zipfile`` reads the central directory through it, and each
-PDF entry is inflated on its own, under a hard cap, when the caller asks for it.
+The ZIP is never held in memory: it is read through any seekable file (in production
+``adapters.s3.RangedReader``, which keeps at most a couple of blocks of ranged GETs), ``zipfile``
+reads the central directory through it, and each PDF entry is inflated on its own, under a hard
+cap, when the caller asks for it.
 
 Every entry name is untrusted text: it is kept exactly as written (decoded as ``zipfile`` does:
 UTF-8 when the entry's flag says so, cp437 otherwise) for display, and nothing derives a path from
@@ -34,7 +35,7 @@ Other rules that keep one hostile ZIP from hurting the function:
 - Entries whose data overlap each other, or lie outside the archive, reject the whole ZIP
   (``corrupt_zip``): that is the shape of a "quoted overlap" bomb, where thousands of entries
   re-read the same compressed bytes. Python 3.12+ ``zipfile`` also checks this; 3.11 does not.
-- No ``zipfile``/``zlib`` exception escapes: the archive's are ``ArchiveRejected("corrupt_zip")``,
+- No ``zipfile``/``zlib`` exception escapes: the archive's are ``ArchiveRejected(BatchReason.CORRUPT_ZIP)``,
   an entry's are ``EntryRejected("corrupt_entry")``. Errors from ``fetch`` (e.g.
   ``DependencyUnavailable``) pass through untouched so the caller can retry.
 """
@@ -42,19 +43,17 @@ Other rules that keep one hostile ZIP from hurting the function:
 from __future__ import annotations
 
 import copy
-import errno
 import io
 import struct
 import zipfile
 import zlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, BinaryIO, Literal, Protocol
 
 from pdfbatch.config import Limits
-from pdfbatch.errors import ArchiveRejected, DependencyUnavailable, EntryRejected, PdfBatchError
-from pdfbatch.model import Reason
+from pdfbatch.errors import ArchiveRejected, EntryRejected, PdfBatchError
+from pdfbatch.model import BatchReason, Reason
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
@@ -65,7 +64,6 @@ __all__ = [
     "EntryRejected",
     "OpenedArchive",
     "Plan",
-    "RangedReader",
     "classify_name",
     "inspect",
     "open_archive",
@@ -74,11 +72,7 @@ __all__ = [
 ]
 
 MiB = 1024 * 1024
-DEFAULT_BLOCK_SIZE = 4 * MiB
 _CHUNK = 1 * MiB  # inflate this much at a time: zipfile's deflate output per call is bounded by it
-
-Fetch = Callable[[int, int], bytes]
-"""``fetch(start, end_inclusive) -> bytes``: exactly ``end_inclusive - start + 1`` bytes."""
 
 EntryKind = Literal["pdf", "ignored"]
 
@@ -122,144 +116,6 @@ class Readable(Protocol):
     def seek(self, offset: int, whence: int = 0, /) -> int: ...
 
     def tell(self) -> int: ...
-
-
-# --- A seekable file over ranged reads ------------------------------------------------------
-
-
-class RangedReader(io.RawIOBase):
-    """A seekable, read-only file over ``fetch(start, end_inclusive)`` of an object of known size.
-
-    Small reads fetch a whole block (read-ahead) from the current position, clamped to the end of
-    the object, and at most ``max_blocks`` blocks are kept, least recently used dropped first; a read
-    of a block or more goes straight into the caller's buffer, one block-sized request at a time.
-    So memory stays at ``max_blocks * block_size`` whatever the object size. ``requests`` and
-    ``bytes_fetched`` count what was asked of ``fetch``. Not thread-safe (``zipfile`` serialises
-    access to its file under a lock).
-    """
-
-    def __init__(
-        self, fetch: Fetch, size: int, *, block_size: int = DEFAULT_BLOCK_SIZE, max_blocks: int = 2
-    ) -> None:
-        super().__init__()
-        if size < 0 or block_size <= 0 or max_blocks <= 0:
-            raise ValueError("size must be >= 0, block_size and max_blocks > 0")
-        self._fetch = fetch
-        self._size = size
-        self._block_size = block_size
-        self._max_blocks = max_blocks
-        self._blocks: list[tuple[int, bytes]] = []  # (start, data), most recently used last
-        self._pos = 0
-        self.requests = 0
-        self.bytes_fetched = 0
-
-    @property
-    def size(self) -> int:
-        """Size of the object in bytes."""
-        return self._size
-
-    def readable(self) -> bool:
-        """Always true."""
-        return True
-
-    def seekable(self) -> bool:
-        """Always true."""
-        return True
-
-    def tell(self) -> int:
-        """Current position."""
-        self._checkClosed()
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET, /) -> int:
-        """Move the position; like a real file, beyond the end is allowed and negative is OSError."""
-        self._checkClosed()
-        if whence == io.SEEK_SET:
-            pos = offset
-        elif whence == io.SEEK_CUR:
-            pos = self._pos + offset
-        elif whence == io.SEEK_END:
-            pos = self._size + offset
-        else:
-            raise ValueError(f"invalid whence {whence!r}")
-        if pos < 0:
-            # zipfile relies on OSError here (it probes for records before the start of the file).
-            raise OSError(errno.EINVAL, "negative seek position")
-        self._pos = pos
-        return pos
-
-    def readinto(self, buffer: Buffer) -> int:
-        """Fill ``buffer`` from the current position; short only at the end of the object."""
-        self._checkClosed()
-        with memoryview(buffer) as raw, raw.cast("B") as view:
-            want = max(0, min(len(view), self._size - self._pos))
-            done = 0
-            while done < want:
-                pos = self._pos + done
-                block = self._cached(pos)
-                if block is None:
-                    if want - done >= self._block_size:
-                        n = self._block_size
-                        view[done : done + n] = self._get(pos, n)
-                        done += n
-                        continue
-                    block = self._load(pos)
-                start, data = block
-                n = min(len(data) - (pos - start), want - done)
-                view[done : done + n] = memoryview(data)[pos - start : pos - start + n]
-                done += n
-        self._pos += done
-        return done
-
-    def read(self, size: int | None = -1, /) -> bytes:
-        """Read up to ``size`` bytes (all that is left when negative or None)."""
-        self._checkClosed()
-        left = max(0, self._size - self._pos)
-        n = left if size is None or size < 0 else min(size, left)
-        if n == 0:
-            return b""
-        block = self._cached(self._pos)
-        if block is not None and self._pos + n <= block[0] + len(block[1]):
-            off = self._pos - block[0]
-            self._pos += n
-            return block[1][off : off + n]
-        buf = bytearray(n)
-        got = self.readinto(buf)
-        del buf[got:]
-        return bytes(buf)
-
-    def readall(self) -> bytes:
-        """Read to the end of the object."""
-        return self.read(-1)
-
-    def close(self) -> None:
-        """Drop the cached blocks."""
-        self._blocks.clear()
-        super().close()
-
-    def _cached(self, pos: int) -> tuple[int, bytes] | None:
-        for i, block in enumerate(self._blocks):
-            if block[0] <= pos < block[0] + len(block[1]):
-                if i != len(self._blocks) - 1:
-                    self._blocks.append(self._blocks.pop(i))
-                return block
-        return None
-
-    def _load(self, pos: int) -> tuple[int, bytes]:
-        if len(self._blocks) >= self._max_blocks:
-            self._blocks.pop(0)  # before fetching, so max_blocks is a bound even mid-request
-        block = (pos, self._get(pos, min(self._block_size, self._size - pos)))
-        self._blocks.append(block)
-        return block
-
-    def _get(self, start: int, n: int) -> bytes:
-        data = self._fetch(start, start + n - 1)
-        self.requests += 1
-        self.bytes_fetched += len(data)
-        if len(data) != n:
-            # The object changed or the store misbehaved: a fresh attempt can fix it.
-            raise DependencyUnavailable("object store", f"range {start}+{n} returned {len(data)} bytes")
-        return data
 
 
 # --- The plan: every entry, classified --------------------------------------------------------
@@ -385,23 +241,23 @@ def open_archive(fileobj: Readable, limits: Limits, size: int | None = None) -> 
     ``zip_too_large``, ``too_many_entries`` or ``corrupt_zip``.
     """
     if size is not None and size > limits.max_zip_bytes:
-        raise ArchiveRejected("zip_too_large", f"{size} bytes > {limits.max_zip_bytes}")
+        raise ArchiveRejected(BatchReason.ZIP_TOO_LARGE, f"{size} bytes > {limits.max_zip_bytes}")
     try:
         actual = fileobj.seek(0, io.SEEK_END)
         if actual > limits.max_zip_bytes:
-            raise ArchiveRejected("zip_too_large", f"{actual} bytes > {limits.max_zip_bytes}")
+            raise ArchiveRejected(BatchReason.ZIP_TOO_LARGE, f"{actual} bytes > {limits.max_zip_bytes}")
         cd_start, cd_size = _find_central_directory(fileobj, actual)
         _count_records(fileobj, cd_start, cd_size, limits.max_entries)
         zf = zipfile.ZipFile(fileobj)
         infos = zf.infolist()
         if len(infos) > limits.max_entries:  # cannot happen after the walk; kept as a backstop
-            raise ArchiveRejected("too_many_entries")
+            raise ArchiveRejected(BatchReason.TOO_MANY_ENTRIES)
         _check_layout(infos, zf.start_dir)
         plan = Plan.of(tuple(_entry(i, info, limits) for i, info in enumerate(infos)))
     except PdfBatchError:
         raise
     except _ZIP_ERRORS as exc:
-        raise ArchiveRejected("corrupt_zip", f"{type(exc).__name__}: {exc}") from exc
+        raise ArchiveRejected(BatchReason.CORRUPT_ZIP, f"{type(exc).__name__}: {exc}") from exc
     return OpenedArchive(zf, plan, limits)
 
 
@@ -412,7 +268,7 @@ def inspect(fileobj: Readable, limits: Limits, size: int | None = None) -> Plan:
 
 
 def _corrupt(detail: str) -> ArchiveRejected:
-    return ArchiveRejected("corrupt_zip", detail)
+    return ArchiveRejected(BatchReason.CORRUPT_ZIP, detail)
 
 
 def _find_central_directory(fp: Readable, size: int) -> tuple[int, int]:
@@ -465,7 +321,7 @@ def _count_records(fp: Readable, start: int, size: int, max_entries: int) -> int
     buf_start = 0  # directory offset of buf[0]
     while offset < size:
         if count >= max_entries:
-            raise ArchiveRejected("too_many_entries", f"more than {max_entries} entries")
+            raise ArchiveRejected(BatchReason.TOO_MANY_ENTRIES, f"more than {max_entries} entries")
         need = offset + _CD_HEADER.size - buf_start
         if need > len(buf):
             fp.seek(start + buf_start + len(buf))

@@ -6,7 +6,7 @@ import functools
 from typing import Any
 
 from pdfbatch.config import Settings
-from pdfbatch.services import Deps
+from pdfbatch.services.deps import Deps
 
 
 def boto3_client(service: str, settings: Settings, endpoint_url: str | None = None, **config: Any) -> Any:

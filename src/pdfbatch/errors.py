@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pdfbatch.model import BatchReason
+
 
 class PdfBatchError(Exception):
     """Base of every error pdfbatch raises on purpose."""
@@ -91,7 +96,7 @@ class PdfTimeout(PdfRejected):
 class ArchiveRejected(PdfBatchError):
     """The ZIP as a whole cannot be processed; ``reason`` becomes the batch's FAILED reason."""
 
-    def __init__(self, reason: str, detail: str = "") -> None:
+    def __init__(self, reason: BatchReason, detail: str = "") -> None:
         self.reason = reason
         super().__init__(detail or reason)
 

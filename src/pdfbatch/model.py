@@ -76,6 +76,17 @@ UNSTAGED_REASONS = frozenset(
 )
 
 
+class BatchReason(enum.StrEnum):
+    """Why a batch as a whole ended FAILED (no file of it was, or will be, processed from now on)."""
+
+    CORRUPT_ZIP = "corrupt_zip"  # not a readable ZIP
+    ZIP_TOO_LARGE = "zip_too_large"  # over Limits.max_zip_bytes
+    TOO_MANY_ENTRIES = "too_many_entries"  # over Limits.max_entries
+    ZIP_MISSING = "zip_missing"  # deleted before unzip could read it
+    UNZIP_FAILED = "unzip_failed"  # its S3 event failed every unzip attempt (unzip DLQ)
+    UPLOAD_EXPIRED = "upload_expired"  # POST /batches, but no ZIP arrived while the link was valid
+
+
 class BatchStatus(enum.StrEnum):
     """Lifecycle of a batch: PENDING (id handed out, nothing unpacked) -> PROCESSING -> final."""
 
@@ -170,12 +181,12 @@ REASON_TEXT: dict[str, str] = {
 }
 
 BATCH_REASON_TEXT: dict[str, str] = {
-    "corrupt_zip": "the upload is not a readable ZIP file",
-    "zip_too_large": "the ZIP is larger than the configured maximum",
-    "too_many_entries": "the ZIP has more entries than the configured maximum",
-    "zip_missing": "the uploaded ZIP was deleted before it could be read",
-    "unzip_failed": "unpacking the ZIP failed on every attempt (see the unzip function's logs)",
-    "upload_expired": "no ZIP was uploaded for this batch before its upload link expired",
+    BatchReason.CORRUPT_ZIP: "the upload is not a readable ZIP file",
+    BatchReason.ZIP_TOO_LARGE: "the ZIP is larger than the configured maximum",
+    BatchReason.TOO_MANY_ENTRIES: "the ZIP has more entries than the configured maximum",
+    BatchReason.ZIP_MISSING: "the uploaded ZIP was deleted before it could be read",
+    BatchReason.UNZIP_FAILED: "unpacking the ZIP failed on every attempt (see the unzip function's logs)",
+    BatchReason.UPLOAD_EXPIRED: "no ZIP was uploaded for this batch before its upload link expired",
 }
 
 

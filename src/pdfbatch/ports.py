@@ -69,6 +69,30 @@ class DoneFile:
 
 
 @dataclass(frozen=True)
+class LiveProgress:
+    """A batch's live counters as the Progress store holds them while they last (status answers from them).
+
+    How they are stored (Redis hash fields, sentinels) is the adapter's business, not the services'.
+    """
+
+    status: str | None
+    total_files: int | None = None  # None until unzip has inspected the ZIP
+    processed: int = 0  # files counted, whatever their outcome
+    outcomes: Mapping[str, int] = field(default_factory=dict)  # counted files per outcome (0 when absent)
+    reasons: Mapping[str, int] = field(default_factory=dict)  # counted files per reason (zeros are kept)
+    ignored: int = 0  # entries that are not PDFs: listed, never counted
+    unpacked: bool = False  # every entry staged or recorded: the batch may complete
+    reason: str | None = None  # why the batch FAILED (a BatchReason)
+    created_at: float | None = None
+    updated_at: float | None = None
+    started_at: float | None = None
+    unpacked_at: float | None = None
+    completed_at: float | None = None
+    first_done_at: float | None = None  # the first count: the rate (and ETA) is an average from here
+    rebuilt_at: float | None = None  # the last rebuild from the ledger, if any
+
+
+@dataclass(frozen=True)
 class NewEntry:
     """An entry to register in the ledger when a ZIP is unpacked."""
 
@@ -119,8 +143,8 @@ class WorkQueue(Protocol):
         """Send one message per task (SendMessageBatch, 10 per call); raise when any is not accepted."""
         ...
 
-    def retry_later(self, receipt_handle: str, delay_seconds: int) -> None:
-        """Make a received message visible again only after ``delay_seconds`` (ChangeMessageVisibility)."""
+    def change_visibility(self, receipt_handle: str, delay_seconds: int) -> None:
+        """Make a received message visible again after ``delay_seconds`` (0: now); ChangeMessageVisibility."""
         ...
 
 
@@ -242,18 +266,15 @@ class Progress(Protocol):
         """Mark the batch FAILED with a reason."""
         ...
 
-    def get(self, batch_id: str) -> dict[str, str] | None:
-        """The raw hash, or None when missing."""
+    def get(self, batch_id: str) -> LiveProgress | None:
+        """The batch's live counters, or None when missing (expired, or never written)."""
         ...
 
-    def rebuild(
-        self,
-        batch_id: str,
-        fields: Mapping[str, str | int | float],
-        done: Sequence[int],
-        replace: bool = False,
-    ) -> bool:
-        """Recreate an expired hash from the ledger unless it exists (or ``replace``); True if rebuilt."""
+    def rebuild(self, batch_id: str, live: LiveProgress, done: Sequence[int], replace: bool = False) -> bool:
+        """Recreate expired counters from a ledger snapshot unless they exist (or ``replace``); True if done.
+
+        ``done`` are the indices counted so far: a later count of one of them changes nothing.
+        """
         ...
 
     def uncount(self, batch_id: str, index: int, outcome: str, reason: str, now: float) -> tuple[bool, str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -21,7 +21,7 @@ from pdfbatch.adapters.redis import RedisProgress, done_key, progress_key
 from pdfbatch.config import Settings
 from pdfbatch.errors import ProgressMissing
 from pdfbatch.model import FileResult
-from pdfbatch.ports import NewEntry, Progress
+from pdfbatch.ports import LiveProgress, NewEntry, Progress
 from plugins.services import add_users
 
 pytestmark = pytest.mark.integration
@@ -230,6 +230,7 @@ def test_fake_ledger_matches_mysql_ledger(real_ledger: LedgerSide) -> None:
 class ProgressSide:
     progress: Progress
     expire: Callable[[str], None]
+    raw: Callable[[str], dict[str, str]]  # the hash as stored, field for field
 
 
 @pytest.fixture()
@@ -241,7 +242,9 @@ def real_progress(settings: Settings) -> Iterator[ProgressSide]:
         used.append(batch_id)
         client.delete(progress_key(batch_id), done_key(batch_id))
 
-    yield ProgressSide(RedisProgress(client, ttl_seconds=600), expire)
+    yield ProgressSide(
+        RedisProgress(client, ttl_seconds=600), expire, lambda b: dict(client.hgetall(progress_key(b)))
+    )
     for batch_id in used:
         client.delete(progress_key(batch_id), done_key(batch_id))
     client.close()
@@ -249,69 +252,83 @@ def real_progress(settings: Settings) -> Iterator[ProgressSide]:
 
 def progress_script(side: ProgressSide, run: str) -> Transcript:
     call, p = Recorder(), side.progress
+
+    def get(label: str, batch_id: str) -> None:
+        # The typed value the services see, and the stored hash behind it.
+        call(label, p.get, batch_id)
+        call(f"{label} (stored)", side.raw, batch_id)
+
     b, early, failed, empty = (f"{i}{run}"[:32] for i in range(4))
     for batch_id in (b, early, failed, empty):
         side.expire(batch_id)  # start clean (and let the real side clean up afterwards)
 
-    call("get missing", p.get, b)
+    get("get missing", b)
     call("count missing", p.count, b, 0, "linked", "matched", 1.0)
     call("unpacked missing", p.mark_unpacked, b, 3, 1.0)
     call("init pending", p.init_batch, b, "PENDING", None, 10.0)
-    call("pending", p.get, b)
+    get("pending", b)
     call("init processing", p.init_batch, b, "PROCESSING", 3, 11.0, ignored=2)
     call("init pending never goes back", p.init_batch, b, "PENDING", None, 12.0)
-    call("processing", p.get, b)
+    get("processing", b)
     call("count", p.count, b, 0, "linked", "matched", 13.25)
     call("count same index", p.count, b, 0, "linked", "matched", 14.0)
     call("count other", p.count, b, 1, "failed", "too_large", 15.0)
     call("unpacked", p.mark_unpacked, b, 3, 16.0)
-    call("after unpacked", p.get, b)
+    get("after unpacked", b)
     call("count last", p.count, b, 2, "skipped_no_match", "no_email", 17.0)
     call("count last again", p.count, b, 2, "skipped_no_match", "no_email", 18.0)
     call("init a final batch", p.init_batch, b, "PROCESSING", 5, 19.0)
     call("fail a final batch", p.fail, b, "corrupt_zip", 19.0)
     call("unpacked a final batch", p.mark_unpacked, b, 7, 19.0)
-    call("completed", p.get, b)
+    get("completed", b)
 
     side.expire(b)
-    call("expired", p.get, b)
+    get("expired", b)
     call("count expired", p.count, b, 2, "failed", "gave_up", 20.0)
-    fields = {"status": "PROCESSING", "totalFiles": 4, "unpacked": 1, "createdAt": "10.000", "rate": 0.1}
-    call("rebuild", p.rebuild, b, {**fields, "processed": 2, "linked": 1, "failed": 1}, [0, 1])
-    call("rebuild again", p.rebuild, b, fields, [])
+    snapshot = LiveProgress("PROCESSING", total_files=4, unpacked=True, created_at=10.0)
+    counted = replace(
+        snapshot,
+        processed=2,
+        outcomes={"linked": 1, "failed": 1},
+        reasons={"matched": 1, "too_large": 1},
+        first_done_at=10.5,
+        rebuilt_at=20.25,
+    )
+    call("rebuild", p.rebuild, b, counted, [0, 1])
+    call("rebuild again", p.rebuild, b, snapshot, [])
     call("count a rebuilt index", p.count, b, 1, "failed", "too_large", 21.0)
     call("count new", p.count, b, 2, "failed", "gave_up", 22.0)
     call("count completes", p.count, b, 3, "linked", "matched", 23.0)
-    call("rebuilt", p.get, b)
-    resync = {**fields, "status": "PROCESSING", "processed": 1, "linked": 1}
+    get("rebuilt", b)
+    resync = replace(snapshot, processed=1, outcomes={"linked": 1}, reasons={"matched": 1})
     call("rebuild replacing a live hash", p.rebuild, b, resync, [3], replace=True)
-    call("replaced", p.get, b)
+    get("replaced", b)
     call("count an index the replace dropped", p.count, b, 0, "failed", "gave_up", 24.0)
 
     call("init early", p.init_batch, early, "PROCESSING", 2, 1.0)
     call("all counted before unpacked", p.count, early, 0, "linked", "matched", 2.0)
     call("all counted before unpacked", p.count, early, 1, "linked", "matched", 3.0)
     call("unpacked completes", p.mark_unpacked, early, 2, 4.0)
-    call("early", p.get, early)
+    get("early", early)
 
     call("fail missing", p.fail, failed, "corrupt_zip", 5.0)
     call("fail again keeps reason", p.fail, failed, "zip_missing", 6.0)
-    call("failed", p.get, failed)
+    get("failed", failed)
 
     call("init empty", p.init_batch, empty, "PROCESSING", 0, 7.0)
     call("empty completes when unpacked", p.mark_unpacked, empty, 0, 8.0)
-    call("empty", p.get, empty)
+    get("empty", empty)
 
     # uncount (pdfbatch retry, dlq --redrive): b is COMPLETED with indices 0-3 counted
     call("uncount", p.uncount, b, 3, "linked", "matched", 24.0)
     call("uncount twice", p.uncount, b, 3, "linked", "matched", 25.0)
-    call("reopened", p.get, b)
+    get("reopened", b)
     call("uncount never goes below zero", p.uncount, b, 0, "skipped_already_exists", "already_linked", 26.0)
     call("count a reopened file", p.count, b, 3, "failed", "timeout", 27.0)
     call("count the other back", p.count, b, 0, "failed", "timeout", 27.5)
-    call("completed again", p.get, b)
+    get("completed again", b)
     call("uncount in a failed batch", p.uncount, failed, 0, "linked", "matched", 28.0)
-    call("still failed", p.get, failed)
+    get("still failed", failed)
     side.expire(b)
     call("uncount expired", p.uncount, b, 0, "linked", "matched", 29.0)
     return call.out
@@ -320,4 +337,5 @@ def progress_script(side: ProgressSide, run: str) -> Transcript:
 def test_fake_progress_matches_redis_progress(real_progress: ProgressSide) -> None:
     fake = FakeProgress()
     run = uuid.uuid4().hex
-    assert_same(progress_script(ProgressSide(fake, fake.expire), run), progress_script(real_progress, run))
+    side = ProgressSide(fake, fake.expire, lambda b: dict(fake.hashes.get(b, {})))
+    assert_same(progress_script(side, run), progress_script(real_progress, run))

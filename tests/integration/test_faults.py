@@ -31,11 +31,11 @@ from fixtures.pipeline import (
     upload,
 )
 from fixtures.zips import zipfile_zip as make_zip
-from pdfbatch import bootstrap, services
+from pdfbatch import bootstrap
 from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
 from pdfbatch.adapters.redis import RedisProgress, done_key, progress_key
 from pdfbatch.model import FileTask
-from pdfbatch.services import Deps
+from pdfbatch.services import Deps, batches, processing, staging, views
 from plugins.services import add_users
 
 pytestmark = pytest.mark.integration
@@ -147,11 +147,11 @@ def test_same_s3_notification_twice_and_at_once_is_one_batch_with_the_effects_of
     up = upload(deps, resume_zip(8, users))
     # WHEN its notification reaches two unzip environments at once, and once more later
     first, second = run_together(
-        lambda: services.stage_zip(own_connection(deps, mysql_url), up),
-        lambda: services.stage_zip(own_connection(deps, mysql_url), up),
+        lambda: staging.stage_zip(own_connection(deps, mysql_url), up),
+        lambda: staging.stage_zip(own_connection(deps, mysql_url), up),
     )
     msgs = receive_all(deps)
-    third = services.stage_zip(deps, up)
+    third = staging.stage_zip(deps, up)
     # THEN it is one batch with one ledger row and one staged object per entry
     assert first.batch_id == second.batch_id == third.batch_id and third.duplicate
     with db.cursor() as cur:
@@ -174,7 +174,7 @@ def test_same_sqs_message_to_two_workers_at_once_has_the_effect_of_one(
 ) -> None:
     # GIVEN a staged batch: one résumé of a user and one other PDF
     add_users(db, "race@example.com")
-    report = services.stage_zip(deps, upload(deps, resume_zip(2, ["race@example.com"])))
+    report = staging.stage_zip(deps, upload(deps, resume_zip(2, ["race@example.com"])))
     match, other = sorted(receive_all(deps), key=lambda m: m["index"])
     # and two workers that both pass the ledger check, both copy, and reach the link together
     at_start, at_link = threading.Barrier(2, timeout=30), threading.Barrier(2, timeout=30)
@@ -185,7 +185,7 @@ def test_same_sqs_message_to_two_workers_at_once_has_the_effect_of_one(
         begin, link = ledger.begin_attempt, ledger.link
         ledger.begin_attempt = lambda *a: (at_start.wait(), begin(*a))[1]
         ledger.link = lambda *a: (at_link.wait(), link(*a))[1]
-        return services.process_file(mine, FileTask.from_message(match))
+        return processing.process_file(mine, FileTask.from_message(match))
 
     # WHEN the same message is delivered to both at once
     rows = run_together(worker, worker)
@@ -216,7 +216,7 @@ def test_worker_killed_between_copy_and_link_ends_with_one_outcome_and_no_orphan
             ("v2.pdf", pdfs.resume_pdf("V2", "kill@example.com", "second version")),
         ]
     )
-    report = services.stage_zip(deps, upload(deps, data))
+    report = staging.stage_zip(deps, upload(deps, data))
     v1, v2 = sorted(receive_all(deps), key=lambda m: m["index"])
     # WHEN the worker of v1 is killed right after its S3 copy, before the MySQL link
     hook = {"port": "store", "method": "copy"}
@@ -245,7 +245,7 @@ def test_worker_killed_between_link_and_count_is_counted_once_on_redelivery(ls_d
     # GIVEN a staged batch of a user's résumé and another PDF
     deps = ls_deps
     add_users(db, "count@example.com")
-    report = services.stage_zip(deps, upload(deps, resume_zip(2, ["count@example.com"])))
+    report = staging.stage_zip(deps, upload(deps, resume_zip(2, ["count@example.com"])))
     match, other = sorted(receive_all(deps), key=lambda m: m["index"])
     # WHEN the worker is killed right after the link committed, before Redis counted it
     hook = {"port": "ledger", "method": "link"}
@@ -254,7 +254,7 @@ def test_worker_killed_between_link_and_count_is_counted_once_on_redelivery(ls_d
         == KILLED
     )
     assert ledger_rows(db, report.batch_id)[0]["outcome"] == "linked"
-    assert services.batch_status(deps, report.batch_id)["processed"] == 0
+    assert views.batch_status(deps, report.batch_id)["processed"] == 0
     # and the message is redelivered twice, the other file once
     process_all(deps, [match, other, match])
     # THEN the file is linked once, counted once, with one object, and the batch completes
@@ -278,14 +278,14 @@ def test_unzip_killed_half_way_through_a_large_zip_is_finished_by_the_retry(ls_d
         run_killed_worker(deps.settings, {"run": "stage_zip", "upload": upload_args, "die_after": hook})
         == KILLED
     )
-    batch_id = services.resolve_batch(deps, up)[0]
+    batch_id = batches.resolve_batch(deps, up)[0]
     assert 40 <= len(keys(deps, "staging/")) < n
-    assert services.batch_status(deps, batch_id)["status"] == "PROCESSING"
+    assert views.batch_status(deps, batch_id)["status"] == "PROCESSING"
     # and workers process what it had queued, while S3 retries the event
     early = receive_all(deps)
     assert len(early) < n
     process_all(deps, early)
-    retry = services.stage_zip(deps, up)
+    retry = staging.stage_zip(deps, up)
     # THEN the retry re-sends exactly the files without an outcome
     assert (retry.duplicate, retry.skipped_done) == (False, len({m["index"] for m in early}))
     late = receive_all(deps)
@@ -312,7 +312,7 @@ def test_mysql_then_redis_outage_is_retried_with_backoff_and_the_batch_completes
     # GIVEN a staged batch, and process_pdf wired to MySQL and Redis that can be switched off
     deps = ls_deps
     add_users(db, "out@example.com")
-    report = services.stage_zip(deps, upload(deps, resume_zip(3, ["out@example.com"])))
+    report = staging.stage_zip(deps, upload(deps, resume_zip(3, ["out@example.com"])))
     broken_mysql = MysqlLedger(MysqlClient.from_url("mysql://root@127.0.0.1:1/pdfbatch"), settings.users)
     mysql = Outage(deps.ledger, broken_mysql)
     redis = Outage(deps.progress, RedisProgress.from_url("redis://127.0.0.1:1/15"))
@@ -384,12 +384,12 @@ def test_mysql_then_redis_outage_is_retried_with_backoff_and_the_batch_completes
 def test_progress_with_a_short_ttl_expiring_mid_batch_never_goes_backwards(deps: Deps, db: Any) -> None:
     # GIVEN progress kept in Redis for one second only
     short = replace(deps, progress=RedisProgress.from_url(deps.settings.redis_url, ttl_seconds=1))
-    report = services.stage_zip(short, upload(short, resume_zip(8, [])))
+    report = staging.stage_zip(short, upload(short, resume_zip(8, [])))
     msgs = sorted(receive_all(short), key=lambda m: m["index"])
-    seen = [services.batch_status(short, report.batch_id)]
+    seen = [views.batch_status(short, report.batch_id)]
     for body in msgs[:4]:
         process_all(short, [body])
-        seen.append(services.batch_status(short, report.batch_id))
+        seen.append(views.batch_status(short, report.batch_id))
     # WHEN the key expires mid-batch (for real: the TTL runs out)
     redis = short.progress.client  # type: ignore[attr-defined]
     deadline = time.monotonic() + 15
@@ -397,13 +397,13 @@ def test_progress_with_a_short_ttl_expiring_mid_batch_never_goes_backwards(deps:
         time.sleep(0.1)
     assert not redis.exists(progress_key(report.batch_id))
     # THEN status answers from MySQL with the same progress
-    from_ledger = services.batch_status(short, report.batch_id)
+    from_ledger = views.batch_status(short, report.batch_id)
     seen.append(from_ledger)
     assert (from_ledger["source"], from_ledger["processed"]) == ("ledger", 4)
     # and the rest (with late duplicates) rebuilds the hash and completes with exact counts
     for body in msgs[4:] + msgs[:2]:
         process_all(short, [body])
-        seen.append(services.batch_status(short, report.batch_id))
+        seen.append(views.batch_status(short, report.batch_id))
     status = assert_counters_match_ledger(short, report.batch_id)
     assert (status["status"], status["processed"]) == ("COMPLETED", 8)
     assert [s["processed"] for s in seen] == sorted(s["processed"] for s in seen)
@@ -452,8 +452,8 @@ def test_unzip_dlq_message_fails_the_batch_unzip_never_finished(deps: Deps, db: 
         bootstrap.override(None)
     # THEN the batch exists and is FAILED unzip_failed; the malformed message is dropped, not retried
     assert result == {"batchItemFailures": []}
-    batch_id = services.resolve_batch(deps, up)[0]
-    status = services.batch_status(deps, batch_id)
+    batch_id = batches.resolve_batch(deps, up)[0]
+    status = views.batch_status(deps, batch_id)
     assert (status["status"], status["reason"]) == ("FAILED", "unzip_failed")
     with db.cursor() as cur:
         cur.execute(

@@ -19,6 +19,7 @@ from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
 from pdfbatch.adapters.redis import progress_key
 from pdfbatch.adapters.sqs import SqsDeadLetters
 from pdfbatch.model import FileTask
+from pdfbatch.services import operations, processing, staging
 from plugins.services import add_users
 
 pytestmark = pytest.mark.integration
@@ -38,7 +39,7 @@ def test_two_concurrent_retries_reopen_and_count_each_file_once(deps: Any, db: A
     # GIVEN a completed batch of four files, none linked (their users do not exist yet)
     emails = [f"late{i}@example.com" for i in range(4)]
     data = make_zip([(f"{i}.pdf", pdfs.resume_pdf(f"Late {i}", e)) for i, e in enumerate(emails)])
-    batch_id = services.stage_zip(deps, upload(deps, data)).batch_id
+    batch_id = staging.stage_zip(deps, upload(deps, data)).batch_id
     drain(deps)
     assert assert_counters_match_ledger(deps, batch_id)["skipped_no_match"] == 4
     add_users(db, *emails)
@@ -47,12 +48,12 @@ def test_two_concurrent_retries_reopen_and_count_each_file_once(deps: Any, db: A
     second.ledger = second.users = MysqlLedger(
         MysqlClient.from_url(deps.settings.mysql_url), deps.settings.users
     )
-    reports: list[services.RetryReport] = []
+    reports: list[operations.RetryReport] = []
     start = threading.Barrier(2)
 
     def retry(d: Any) -> None:
         start.wait()
-        reports.append(services.retry_batch(d, batch_id))
+        reports.append(operations.retry_batch(d, batch_id))
 
     threads = [threading.Thread(target=retry, args=(d,)) for d in (deps, second)]
     for t in threads:
@@ -85,19 +86,19 @@ def test_gave_up_file_redriven_from_the_dlq_is_linked_and_the_summary_rewritten(
     data = make_zip(
         [("poison.pdf", pdfs.resume_pdf("P", "poison@example.com")), ("x.pdf", pdfs.text_pdf(["x"]))]
     )
-    batch_id = services.stage_zip(deps, upload(deps, data)).batch_id
+    batch_id = staging.stage_zip(deps, upload(deps, data)).batch_id
     msgs = {m["index"]: m for m in receive_all(deps)}
-    services.process_file(deps, FileTask.from_message(msgs[1]))
-    services.give_up(deps, FileTask.from_message(msgs[0]))
+    processing.process_file(deps, FileTask.from_message(msgs[1]))
+    processing.give_up(deps, FileTask.from_message(msgs[0]))
     dlq.client.send_message(QueueUrl=dlq.queue_url, MessageBody=json.dumps(msgs[0]))
     with db.cursor() as cur:
         cur.execute("SELECT status, counts FROM pdfbatch_batches WHERE batch_id = %s", (batch_id,))
         status, counts = cur.fetchone()
     assert (status, json.loads(counts)["failed"]) == ("COMPLETED", 1)
-    listing = services.list_dead_letters(deps, dlq)
+    listing = operations.list_dead_letters(deps, dlq)
     assert [(m["name"], m["reason"]) for m in listing["messages"]] == [("poison.pdf", "gave_up")]
     # WHEN it is redriven and processed
-    report = services.redrive_dead_letters(deps, dlq)
+    report = operations.redrive_dead_letters(deps, dlq)
     assert (report.reopened, report.resent) == (1, 1)
     with db.cursor() as cur:
         cur.execute(

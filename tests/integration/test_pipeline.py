@@ -12,10 +12,10 @@ import pytest
 from fixtures import pdfs
 from fixtures.pipeline import assert_counters_match_ledger, drain, ledger_rows, pdf_urls, receive_all, upload
 from fixtures.zips import zipfile_zip as make_zip
-from pdfbatch import services
 from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
 from pdfbatch.adapters.redis import done_key, progress_key
 from pdfbatch.model import FileTask
+from pdfbatch.services import batches, processing, staging, views
 from plugins.services import add_users
 
 pytestmark = pytest.mark.integration
@@ -41,7 +41,7 @@ def test_mixed_zip_ends_with_one_outcome_per_pdf_and_counters_equal_ledger(deps:
         ]
     )
     # WHEN the ZIP is staged and every message is processed
-    report = services.stage_zip(deps, upload(deps, data))
+    report = staging.stage_zip(deps, upload(deps, data))
     assert report.total_files == 8
     assert report.ignored == 3
     drain(deps)
@@ -88,19 +88,19 @@ def test_redelivering_every_message_twice_changes_nothing(deps: Any, db: Any) ->
             for i in range(6)
         ]
     )
-    report = services.stage_zip(deps, upload(deps, data))
+    report = staging.stage_zip(deps, upload(deps, data))
     msgs = receive_all(deps)
     for body in msgs:
-        services.process_file(deps, FileTask.from_message(body))
-    before_status = services.batch_status(deps, report.batch_id)
+        processing.process_file(deps, FileTask.from_message(body))
+    before_status = views.batch_status(deps, report.batch_id)
     before_rows = ledger_rows(db, report.batch_id)
     before_urls = pdf_urls(db)
     # WHEN every message arrives twice more
     for _ in range(2):
         for body in msgs:
-            services.process_file(deps, FileTask.from_message(body))
+            processing.process_file(deps, FileTask.from_message(body))
     # THEN counters, ledger outcomes and pdf_url values are as after one delivery
-    after = services.batch_status(deps, report.batch_id)
+    after = views.batch_status(deps, report.batch_id)
     for field in ("processed", "linked", "skipped_no_match", "skipped_already_exists", "failed", "status"):
         assert after[field] == before_status[field]
     assert [(r["outcome"], r["reason"], r["final_key"]) for r in ledger_rows(db, report.batch_id)] == [
@@ -117,10 +117,10 @@ def test_duplicate_s3_notification_reruns_the_same_batch_without_double_counting
         [("a.pdf", pdfs.resume_pdf("A", "a@example.com")), ("b.pdf", pdfs.text_pdf(["no email"]))]
     )
     up = upload(deps, data, key="uploads/ops drop.zip")
-    first = services.stage_zip(deps, up)
+    first = staging.stage_zip(deps, up)
     drain(deps)
     # WHEN the same notification (same sequencer) arrives again
-    second = services.stage_zip(deps, up)
+    second = staging.stage_zip(deps, up)
     # THEN it maps to the same batch, which stays COMPLETED with the same counts
     assert second.batch_id == first.batch_id
     assert second.duplicate
@@ -128,7 +128,7 @@ def test_duplicate_s3_notification_reruns_the_same_batch_without_double_counting
     status = assert_counters_match_ledger(deps, first.batch_id)
     assert status["processed"] == 2 and status["linked"] == 1
     # and a new upload of the same key (a new sequencer) is a new batch
-    third = services.stage_zip(deps, replace(up, sequencer="0055AED6DCD90281F0"))
+    third = staging.stage_zip(deps, replace(up, sequencer="0055AED6DCD90281F0"))
     assert third.batch_id != first.batch_id
 
 
@@ -149,21 +149,21 @@ def test_rerun_of_an_unfinished_batch_resends_only_what_is_not_done(
 
     monkeypatch.setattr(deps.ledger, "mark_unpacked", dies)
     with pytest.raises(SystemExit):
-        services.stage_zip(deps, up)
+        staging.stage_zip(deps, up)
     monkeypatch.setattr(deps.ledger, "mark_unpacked", real_mark)
-    report = services.StageReport(services.resolve_batch(deps, up)[0], "")
+    report = staging.StageReport(batches.resolve_batch(deps, up)[0], "")
     msgs = receive_all(deps)
     for body in msgs[:2]:
-        services.process_file(deps, FileTask.from_message(body))
+        processing.process_file(deps, FileTask.from_message(body))
     # WHEN S3 retries the same event
-    rerun = services.stage_zip(deps, up)
+    rerun = staging.stage_zip(deps, up)
     # THEN the same batch is resumed, finished files are not re-sent, and nothing is counted twice
     assert rerun.batch_id == report.batch_id
     assert rerun.skipped_done == 2
     resent = receive_all(deps)
     assert len(resent) == 3
     for body in resent + msgs:  # late duplicates of the first run arrive too
-        services.process_file(deps, FileTask.from_message(body))
+        processing.process_file(deps, FileTask.from_message(body))
     status = assert_counters_match_ledger(deps, report.batch_id)
     assert status["status"] == "COMPLETED"
     assert status["processed"] == 5
@@ -173,7 +173,7 @@ def test_identical_pdfs_in_one_zip_link_exactly_one(deps: Any, db: Any) -> None:
     # GIVEN two byte-identical résumés of the same user
     add_users(db, "twin@example.com")
     pdf = pdfs.resume_pdf("Twin", "twin@example.com")
-    report = services.stage_zip(deps, upload(deps, make_zip([("one.pdf", pdf), ("two.pdf", pdf)])))
+    report = staging.stage_zip(deps, upload(deps, make_zip([("one.pdf", pdf), ("two.pdf", pdf)])))
     # WHEN both are processed
     drain(deps)
     # THEN one is linked, the other skipped, and the shared final object is still there
@@ -192,7 +192,7 @@ def test_different_pdfs_for_one_user_leave_no_orphan_copy(deps: Any, db: Any) ->
             ("v2.pdf", pdfs.resume_pdf("V2", "dup@example.com", "second version")),
         ]
     )
-    services.stage_zip(deps, upload(deps, data))
+    staging.stage_zip(deps, upload(deps, data))
     # WHEN both are processed
     drain(deps)
     # THEN exactly one object exists under pdfs/ and it is the linked one
@@ -209,7 +209,7 @@ def test_two_workers_racing_for_one_user_link_exactly_one_pdf(deps: Any, db: Any
     data = make_zip(
         [(f"r{i}.pdf", pdfs.resume_pdf(f"R{i}", "race@example.com", f"variant {i}")) for i in range(n)]
     )
-    report = services.stage_zip(deps, upload(deps, data))
+    report = staging.stage_zip(deps, upload(deps, data))
     msgs = receive_all(deps)
     # WHEN two workers with their own MySQL connections process all of them at once (each twice)
     barrier = threading.Barrier(2)
@@ -221,7 +221,7 @@ def test_two_workers_racing_for_one_user_link_exactly_one_pdf(deps: Any, db: Any
         barrier.wait()
         try:
             for body in order:
-                services.process_file(mine, FileTask.from_message(body))
+                processing.process_file(mine, FileTask.from_message(body))
         except BaseException as exc:
             errors.append(exc)
 
@@ -252,7 +252,7 @@ def test_first_candidate_that_is_a_user_wins_over_an_earlier_non_user(deps: Any,
             ["Reference: later@example.com"],
         ]
     )
-    report = services.stage_zip(deps, upload(deps, make_zip([("cv.pdf", pdf)])))
+    report = staging.stage_zip(deps, upload(deps, make_zip([("cv.pdf", pdf)])))
     drain(deps)
     # THEN the candidate is linked
     rows = ledger_rows(db, report.batch_id)
@@ -262,17 +262,17 @@ def test_first_candidate_that_is_a_user_wins_over_an_earlier_non_user(deps: Any,
 
 
 def test_corrupt_zip_fails_the_batch_with_a_reason(deps: Any, db: Any) -> None:
-    report = services.stage_zip(deps, upload(deps, b"this is not a zip at all" * 100))
+    report = staging.stage_zip(deps, upload(deps, b"this is not a zip at all" * 100))
     assert report.status == "FAILED"
-    status = services.batch_status(deps, report.batch_id)
+    status = views.batch_status(deps, report.batch_id)
     assert status["status"] == "FAILED"
     assert status["reason"] == "corrupt_zip"
     assert deps.ledger.get_batch(report.batch_id).status == "FAILED"
 
 
 def test_zip_without_pdfs_completes_with_zero_files(deps: Any, db: Any) -> None:
-    report = services.stage_zip(deps, upload(deps, make_zip([("readme.txt", b"hi"), ("._x.pdf", b"x")])))
-    status = services.batch_status(deps, report.batch_id)
+    report = staging.stage_zip(deps, upload(deps, make_zip([("readme.txt", b"hi"), ("._x.pdf", b"x")])))
+    status = views.batch_status(deps, report.batch_id)
     assert status["status"] == "COMPLETED"
     assert status["totalFiles"] == 0
     assert status["ignored"] == 2
@@ -286,29 +286,29 @@ def test_oversized_entry_is_failed_too_large_and_the_rest_goes_on(deps: Any, db:
     big = pdfs.manual_pdf(30, 1)
     limits = replace(deps.settings.limits, max_pdf_bytes=len(small) + 1000)
     deps = replace(deps, settings=replace(deps.settings, limits=limits))
-    report = services.stage_zip(deps, upload(deps, make_zip([("small.pdf", small), ("big.pdf", big)])))
+    report = staging.stage_zip(deps, upload(deps, make_zip([("small.pdf", small), ("big.pdf", big)])))
     drain(deps)
     rows = {r["entry_name"]: r for r in ledger_rows(db, report.batch_id)}
     assert (rows["big.pdf"]["outcome"], rows["big.pdf"]["reason"]) == ("failed", "too_large")
     assert rows["small.pdf"]["outcome"] == "linked"
-    assert services.batch_status(deps, report.batch_id)["status"] == "COMPLETED"
+    assert views.batch_status(deps, report.batch_id)["status"] == "COMPLETED"
 
 
 def test_progress_expiring_mid_batch_is_rebuilt_from_the_ledger(deps: Any, db: Any) -> None:
     # GIVEN a batch half processed
     data = make_zip([(f"{i}.pdf", pdfs.text_pdf([f"file {i}"])) for i in range(6)])
-    report = services.stage_zip(deps, upload(deps, data))
+    report = staging.stage_zip(deps, upload(deps, data))
     msgs = receive_all(deps)
     for body in msgs[:3]:
-        services.process_file(deps, FileTask.from_message(body))
-    before = services.batch_status(deps, report.batch_id)["processed"]
+        processing.process_file(deps, FileTask.from_message(body))
+    before = views.batch_status(deps, report.batch_id)["processed"]
     # WHEN the Redis keys expire
     deps.progress.client.delete(progress_key(report.batch_id), done_key(report.batch_id))
     # THEN status still answers from MySQL without going backwards
-    assert services.batch_status(deps, report.batch_id)["processed"] == before == 3
+    assert views.batch_status(deps, report.batch_id)["processed"] == before == 3
     # and processing the rest (plus a duplicate) completes with exact counts
     for body in msgs[2:]:
-        services.process_file(deps, FileTask.from_message(body))
+        processing.process_file(deps, FileTask.from_message(body))
     status = assert_counters_match_ledger(deps, report.batch_id)
     assert status["status"] == "COMPLETED"
     assert status["processed"] == 6
@@ -319,16 +319,16 @@ def test_status_of_unknown_or_malformed_id_is_not_found(deps: Any) -> None:
 
     for batch_id in ("0" * 32, "../../etc", "ABC"):
         with pytest.raises(NotFound):
-            services.batch_status(deps, batch_id)
+            views.batch_status(deps, batch_id)
 
 
 def test_files_are_listed_in_entry_order_with_a_cursor(deps: Any, db: Any) -> None:
     names = ["../../evil.pdf", "/abs/x.pdf", "dir\\win.pdf", "résumé ünïcödé.pdf", "quote'\"`.pdf"]
     data = make_zip([(n, pdfs.text_pdf(["no email here"])) for n in names])
-    report = services.stage_zip(deps, upload(deps, data))
+    report = staging.stage_zip(deps, upload(deps, data))
     drain(deps)
-    page1 = services.list_files(deps, report.batch_id, limit=2)
-    page2 = services.list_files(deps, report.batch_id, cursor=page1["nextCursor"], limit=10)
+    page1 = views.list_files(deps, report.batch_id, limit=2)
+    page2 = views.list_files(deps, report.batch_id, cursor=page1["nextCursor"], limit=10)
     listed = [i["name"] for i in page1["items"] + page2["items"]]
     assert listed == names
     assert page2["nextCursor"] is None
@@ -338,8 +338,8 @@ def test_files_are_listed_in_entry_order_with_a_cursor(deps: Any, db: Any) -> No
 
 
 def test_create_batch_returns_a_presigned_post_for_its_own_key(deps: Any) -> None:
-    body = services.create_batch(deps)
+    body = batches.create_batch(deps)
     assert body["upload"]["fields"]["key"] == f"uploads/{body['batchId']}.zip"
-    assert services.batch_status(deps, body["batchId"])["status"] == "PENDING"
-    other = services.create_batch(deps)
+    assert views.batch_status(deps, body["batchId"])["status"] == "PENDING"
+    other = batches.create_batch(deps)
     assert other["batchId"] != body["batchId"]

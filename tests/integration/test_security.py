@@ -15,9 +15,10 @@ from fixtures import pdfs, zips
 from fixtures.apigw import Context, api_event, load_handler
 from fixtures.events import s3_event, sqs_event
 from fixtures.pipeline import drain, ledger_rows, pdf_urls, receive_all, upload
-from pdfbatch import bootstrap, services
+from pdfbatch import bootstrap
 from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.logs import logger
+from pdfbatch.services import staging, views
 from plugins.services import add_users
 
 pytestmark = pytest.mark.integration
@@ -116,11 +117,11 @@ def test_odd_entry_names_and_emails_round_trip_and_link_exactly(deps: Any, db: A
     ids = add_users(db, *ODD_EMAILS)
     entries = [(name, pdfs.text_pdf(["no address here"])) for name in ODD_NAMES]
     entries += [(f"{email}.pdf", pdfs.text_pdf([f"Contact: {email}"])) for email in ODD_EMAILS]
-    report = services.stage_zip(deps, upload(deps, zips.make_zip(entries)))
+    report = staging.stage_zip(deps, upload(deps, zips.make_zip(entries)))
     drain(deps)
     # THEN every name is stored and listed exactly as written
     assert [r["entry_name"] for r in ledger_rows(db, report.batch_id)] == [n for n, _ in entries]
-    listed = [i["name"] for i in services.list_files(deps, report.batch_id)["items"]]
+    listed = [i["name"] for i in views.list_files(deps, report.batch_id)["items"]]
     assert listed == [n for n, _ in entries]
     # AND each odd address linked its own user, and the users table is intact
     urls = pdf_urls(db)

@@ -1,4 +1,5 @@
-"""archive.py: which entries count, which limits refuse what, and that nothing hostile gets inflated."""
+"""archive.py (and adapters.s3.RangedReader, the file it reads through in production): which entries
+count, which limits refuse what, and that nothing hostile gets inflated."""
 
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ from fixtures.zips import (
     zipfile_zip,
 )
 from pdfbatch import archive
-from pdfbatch.archive import Entry, Plan, RangedReader, inspect, open_archive, read_entry
+from pdfbatch.adapters.s3 import RangedReader
+from pdfbatch.archive import Entry, Plan, inspect, open_archive, read_entry
 from pdfbatch.config import Limits
 from pdfbatch.errors import ArchiveRejected, DependencyUnavailable, EntryRejected
 from pdfbatch.model import Reason
@@ -526,7 +528,8 @@ def test_more_than_65535_entries_are_counted_through_zip64() -> None:
 _MEMORY_SCRIPT = textwrap.dedent(
     """
     import json, os, resource, sys
-    from pdfbatch.archive import RangedReader, open_archive
+    from pdfbatch.adapters.s3 import RangedReader
+    from pdfbatch.archive import open_archive
     from pdfbatch.config import Limits
 
     fd = os.open(sys.argv[1], os.O_RDONLY)

@@ -7,8 +7,10 @@ from collections import Counter
 import pytest
 from bench import extraction, pipeline, seed_compare
 from bench.cost import PRICE_PER_GB_SECOND, PRICE_PER_REQUEST, per_thousand
-from bench.report import Row, Target, percentile, render
+from bench.report import Row, Target, render
 from bench.stack import Report
+
+from pdfbatch.services.report import percentile
 
 
 def test_a_missed_target_says_by_how_much() -> None:
@@ -22,8 +24,10 @@ def test_a_missed_target_says_by_how_much() -> None:
     assert "met (60% under)" in text
 
 
-def test_percentile_interpolates_between_ranks() -> None:
-    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+def test_bench_states_percentiles_by_the_reports_one_nearest_rank_definition() -> None:
+    # The bench has no percentile of its own: it reports with pdfbatch report's (nearest rank).
+    assert pipeline.percentile is percentile
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0
     assert percentile([5.0], 99) == 5.0
     assert percentile(list(map(float, range(101))), 99) == 99.0
 

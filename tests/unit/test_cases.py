@@ -8,16 +8,10 @@ import pytest
 
 from fakes import FakeLedger
 from fixtures import cases
-from fixtures.pipeline import assert_counters_match_ledger, fake_deps
+from fixtures.pipeline import assert_counters_match_ledger
 from pdfbatch.services import Deps
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "CASES.md"
-
-
-@pytest.fixture()
-def deps(moto_aws: None) -> Deps:
-    """FakeLedger (also the users table) and FakeProgress, moto S3 bucket and SQS queue."""
-    return fake_deps("pdfbatch-cases")
 
 
 @pytest.mark.parametrize("case", cases.ENTRY_CASES, ids=lambda c: c.name)

@@ -15,27 +15,19 @@ import pytest
 from fakes import FakeClock, FakeLedger, FakeProgress
 from fixtures import pdfs
 from fixtures.pipeline import (
+    BUCKET,
     assert_counters_match_ledger,
     drain,
-    fake_deps,
     files_by_name,
     process_all,
     receive_all,
     upload,
 )
 from fixtures.zips import zipfile_zip as make_zip
-from pdfbatch import services
 from pdfbatch.config import Settings
 from pdfbatch.errors import DependencyUnavailable
-from pdfbatch.services import Deps
-
-BUCKET = "pdfbatch-faults"
-
-
-@pytest.fixture()
-def deps(moto_aws: None) -> Deps:
-    return fake_deps(BUCKET)
-
+from pdfbatch.model import FileResult
+from pdfbatch.services import Deps, batches, processing, staging, views
 
 resume = functools.cache(pdfs.resume_pdf)
 text_pdf = functools.cache(lambda *pages: pdfs.text_pdf(list(pages)))
@@ -64,12 +56,12 @@ def crash_once(target: Callable[..., Any], error: BaseException) -> Callable[...
 
 def test_backoff_doubles_per_receive_up_to_the_cap_with_jitter_in_the_upper_half() -> None:
     s = Settings(retry_base_seconds=30, retry_max_seconds=900)
-    lowest = [services.retry_delay(s, n, lambda: 0.0) for n in range(1, 9)]
-    highest = [services.retry_delay(s, n, lambda: 0.999999) for n in range(1, 9)]
+    lowest = [processing.retry_delay(s, n, lambda: 0.0) for n in range(1, 9)]
+    highest = [processing.retry_delay(s, n, lambda: 0.999999) for n in range(1, 9)]
     assert lowest == [15, 30, 60, 120, 240, 450, 450, 450]
     assert highest == [29, 59, 119, 239, 479, 899, 899, 899]
     # a message received a thousand times does not overflow or exceed SQS's limits
-    assert services.retry_delay(s, 1000, lambda: 0.5) == 675
+    assert processing.retry_delay(s, 1000, lambda: 0.5) == 675
 
 
 def test_backoff_is_applied_to_the_received_message(deps: Deps) -> None:
@@ -79,7 +71,7 @@ def test_backoff_is_applied_to_the_received_message(deps: Deps) -> None:
     sqs.send_message(QueueUrl=url, MessageBody="{}")
     (msg,) = sqs.receive_message(QueueUrl=url, VisibilityTimeout=0)["Messages"]
     # WHEN its processing failed on the second receive
-    delay = services.retry_later(deps, msg["ReceiptHandle"], 2, rng=lambda: 0.0)
+    delay = processing.retry_later(deps, msg["ReceiptHandle"], 2, rng=lambda: 0.0)
     # THEN it is hidden for the backoff (here 30 s), not returned at once
     assert delay == deps.settings.retry_base_seconds
     assert sqs.receive_message(QueueUrl=url).get("Messages", []) == []
@@ -88,7 +80,7 @@ def test_backoff_is_applied_to_the_received_message(deps: Deps) -> None:
 def test_backoff_that_cannot_be_applied_is_reported_not_raised(deps: Deps) -> None:
     # GIVEN an SQS that refuses the visibility change (an expired receipt handle)
     # WHEN the backoff is applied THEN the caller's own error is what propagates, not this one
-    assert services.retry_later(deps, "not-a-receipt-handle", 1) is None
+    assert processing.retry_later(deps, "not-a-receipt-handle", 1) is None
 
 
 # --- the orphan copy ----------------------------------------------------------------------------
@@ -101,7 +93,7 @@ def test_copy_of_a_worker_that_died_before_linking_is_removed_once_another_file_
     ledger = deps.ledger
     assert isinstance(ledger, FakeLedger)
     user = ledger.add_user("a@example.com")
-    report = services.stage_zip(
+    report = staging.stage_zip(
         deps,
         upload(
             deps,
@@ -133,16 +125,16 @@ def test_copy_of_a_worker_that_died_before_linking_is_removed_once_another_file_
 def test_duplicate_notification_after_the_zip_was_deleted_leaves_a_running_batch_alone(deps: Deps) -> None:
     # GIVEN a batch unpacked and half processed, whose ZIP was then deleted
     up = upload(deps, make_zip([(f"{i}.pdf", text_pdf(f"file {i}")) for i in range(4)]))
-    report = services.stage_zip(deps, up)
+    report = staging.stage_zip(deps, up)
     msgs = sorted(receive_all(deps), key=lambda m: m["index"])
     process_all(deps, msgs[:2])
     deps.store.delete(BUCKET, up.key)
     # WHEN the same notification arrives again
-    again = services.stage_zip(deps, up)
+    again = staging.stage_zip(deps, up)
     # THEN it is a no-op: same batch, still PROCESSING, nothing re-sent, no zip_missing
     assert (again.batch_id, again.duplicate, again.status) == (report.batch_id, True, "PROCESSING")
     assert receive_all(deps) == []
-    assert "reason" not in services.batch_status(deps, report.batch_id)
+    assert "reason" not in views.batch_status(deps, report.batch_id)
     # and the rest finishes it
     process_all(deps, msgs[2:])
     status = assert_counters_match_ledger(deps, report.batch_id)
@@ -158,12 +150,12 @@ def test_unzip_dying_after_recording_unpacked_is_finished_by_the_duplicate(
     up = upload(deps, make_zip([(f"{i}.pdf", text_pdf(f"file {i}")) for i in range(3)]))
     monkeypatch.setattr(progress, "mark_unpacked", crash_once(progress.mark_unpacked, SystemExit(137)))
     with pytest.raises(SystemExit):
-        services.stage_zip(deps, up)
+        staging.stage_zip(deps, up)
     drain(deps)
-    batch_id = services.resolve_batch(deps, up)[0]
-    assert services.batch_status(deps, batch_id)["status"] == "PROCESSING"  # every file done, not known
+    batch_id = batches.resolve_batch(deps, up)[0]
+    assert views.batch_status(deps, batch_id)["status"] == "PROCESSING"  # every file done, not known
     # WHEN S3 retries the event THEN the batch completes, nothing re-sent or counted twice
-    again = services.stage_zip(deps, up)
+    again = staging.stage_zip(deps, up)
     assert (again.duplicate, again.status) == (True, "COMPLETED")
     assert receive_all(deps) == []
     status = assert_counters_match_ledger(deps, batch_id)
@@ -176,12 +168,12 @@ def test_unzip_dying_after_recording_unpacked_is_finished_by_the_duplicate(
 
 def test_upload_unzip_never_got_to_is_failed_unzip_failed(deps: Deps) -> None:
     # GIVEN an S3 event unzip failed on before it created the batch
-    up = services.Upload(BUCKET, "uploads/never.zip", 10, sequencer="0A")
+    up = batches.Upload(BUCKET, "uploads/never.zip", 10, sequencer="0A")
     # WHEN it comes out of the unzip DLQ
-    assert services.abandon_upload(deps, up) == "FAILED"
+    assert batches.abandon_upload(deps, up) == "FAILED"
     # THEN the batch exists, FAILED with a machine-readable reason, in Redis and MySQL
-    batch_id = services.resolve_batch(deps, up)[0]
-    status = services.batch_status(deps, batch_id)
+    batch_id = batches.resolve_batch(deps, up)[0]
+    status = views.batch_status(deps, batch_id)
     assert (status["status"], status["reason"]) == ("FAILED", "unzip_failed")
     row = deps.ledger.get_batch(batch_id)
     assert row is not None and (row.status, row.reason, row.object_key) == ("FAILED", "unzip_failed", up.key)
@@ -196,12 +188,12 @@ def test_upload_unzip_died_on_half_way_is_failed_with_what_was_done_counted(
     up = upload(deps, make_zip([(f"{i}.pdf", text_pdf(f"file {i}")) for i in range(12)]))
     monkeypatch.setattr(deps.store, "put_bytes", crash_once_after(deps.store.put_bytes, 10))
     with pytest.raises(SystemExit):
-        services.stage_zip(deps, up)
+        staging.stage_zip(deps, up)
     done = drain(deps)
-    batch_id = services.resolve_batch(deps, up)[0]
+    batch_id = batches.resolve_batch(deps, up)[0]
     progress.expire(batch_id)
     # WHEN its event comes out of the unzip DLQ
-    services.abandon_upload(deps, up)
+    batches.abandon_upload(deps, up)
     # THEN the batch is FAILED unzip_failed and still shows the files that were processed
     status = assert_counters_match_ledger(deps, batch_id)
     assert (status["status"], status["reason"], status["processed"]) == ("FAILED", "unzip_failed", len(done))
@@ -211,12 +203,12 @@ def test_upload_unzip_died_on_half_way_is_failed_with_what_was_done_counted(
 def test_failed_unzip_event_of_an_unpacked_or_finished_batch_changes_nothing(deps: Deps) -> None:
     # GIVEN a batch fully unpacked by one delivery (the other delivery is the one that failed)
     up = upload(deps, make_zip([(f"{i}.pdf", text_pdf(f"file {i}")) for i in range(2)]))
-    report = services.stage_zip(deps, up)
+    report = staging.stage_zip(deps, up)
     msgs = receive_all(deps)
     # WHEN the failed delivery comes out of the DLQ, before and after the batch finished
-    assert services.abandon_upload(deps, up) == "PROCESSING"
+    assert batches.abandon_upload(deps, up) == "PROCESSING"
     process_all(deps, msgs)
-    assert services.abandon_upload(deps, up) == "COMPLETED"
+    assert batches.abandon_upload(deps, up) == "COMPLETED"
     # THEN the batch completed normally
     status = assert_counters_match_ledger(deps, report.batch_id)
     assert (status["status"], status["processed"]) == ("COMPLETED", 2)
@@ -242,7 +234,7 @@ def test_file_recorded_while_progress_is_rebuilt_is_counted_exactly_once(deps: D
     # GIVEN a batch of four, two processed, whose Redis progress expired
     ledger, progress = deps.ledger, deps.progress
     assert isinstance(ledger, FakeLedger) and isinstance(progress, FakeProgress)
-    report = services.stage_zip(
+    report = staging.stage_zip(
         deps, upload(deps, make_zip([(f"{i}.pdf", text_pdf(f"f{i}")) for i in range(4)]))
     )
     msgs = sorted(receive_all(deps), key=lambda m: m["index"])
@@ -256,7 +248,7 @@ def test_file_recorded_while_progress_is_rebuilt_is_counted_exactly_once(deps: D
             result = read(*args)
             if armed[0]:
                 armed[0] = False
-                ledger.record(report.batch_id, 2, services.FileResult("skipped_no_match", "no_email"))
+                ledger.record(report.batch_id, 2, FileResult("skipped_no_match", "no_email"))
             return result
 
         return wrapper
@@ -276,7 +268,7 @@ def test_rate_and_eta_after_a_rebuild_stay_an_average_over_the_batch(deps: Deps)
     # GIVEN six files processed one every 10 s, with the progress expiring after the third
     clock, progress = deps.clock, deps.progress
     assert isinstance(clock, FakeClock) and isinstance(progress, FakeProgress)
-    report = services.stage_zip(
+    report = staging.stage_zip(
         deps, upload(deps, make_zip([(f"{i}.pdf", text_pdf(f"f{i}")) for i in range(6)]))
     )
     msgs = sorted(receive_all(deps), key=lambda m: m["index"])
@@ -288,7 +280,7 @@ def test_rate_and_eta_after_a_rebuild_stay_an_average_over_the_batch(deps: Deps)
     clock.advance(10)
     process_all(deps, [msgs[3]])
     # THEN the rate is 3 files in 30 s, not 3 files in no time, and the ETA follows from it
-    status = services.batch_status(deps, report.batch_id)
+    status = views.batch_status(deps, report.batch_id)
     assert (status["processed"], status["filesPerSecond"], status["etaSeconds"]) == (4, 0.1, 20.0)
 
 
@@ -299,7 +291,7 @@ def test_batch_whose_summary_write_was_lost_is_completed_when_status_is_asked(
     # every delivery of that message (it went to the DLQ), and Redis then expired
     ledger, progress = deps.ledger, deps.progress
     assert isinstance(ledger, FakeLedger) and isinstance(progress, FakeProgress)
-    report = services.stage_zip(
+    report = staging.stage_zip(
         deps, upload(deps, make_zip([(f"{i}.pdf", text_pdf(f"f{i}")) for i in range(2)]))
     )
     msgs = receive_all(deps)
@@ -315,6 +307,6 @@ def test_batch_whose_summary_write_was_lost_is_completed_when_status_is_asked(
     progress.expire(report.batch_id)
     assert ledger.get_batch(report.batch_id).status == "PROCESSING"  # type: ignore[union-attr]
     # WHEN its status is asked THEN it is COMPLETED, and so is its MySQL row from now on
-    status = services.batch_status(deps, report.batch_id)
+    status = views.batch_status(deps, report.batch_id)
     assert (status["status"], status["processed"], status["source"]) == ("COMPLETED", 2, "ledger")
     assert ledger.get_batch(report.batch_id).status == "COMPLETED"  # type: ignore[union-attr]

@@ -11,7 +11,6 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,27 +19,15 @@ from fakes import FakeLedger
 from fixtures import pdfs
 from fixtures.apigw import Context, load_handler
 from fixtures.events import s3_event, sqs_event
-from fixtures.pipeline import fake_deps, files_by_name, receive_all, upload
+from fixtures.pipeline import BUCKET, files_by_name, receive_all, upload
 from fixtures.zips import zipfile_zip as make_zip
-from pdfbatch import bootstrap, services
 from pdfbatch import metrics as pdf_metrics
 from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.logs import logger
-from pdfbatch.services import Deps
+from pdfbatch.services import Deps, staging
 
-BUCKET = "pdfbatch-obs-unit"
 EMAIL = "observed.person@example.com"
 NAME = "Private Person CV.pdf"
-
-
-@pytest.fixture()
-def deps(moto_aws: None) -> Iterator[Deps]:
-    d = fake_deps(BUCKET)
-    pdf_metrics.metrics.clear_metrics()
-    bootstrap.override(d)
-    yield d
-    bootstrap.override(None)
-    pdf_metrics.metrics.clear_metrics()
 
 
 def capture_logs(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -74,7 +61,7 @@ def staged_batch(deps: Deps) -> tuple[str, list[dict[str, Any]]]:
     assert isinstance(deps.ledger, FakeLedger)
     deps.ledger.add_user(EMAIL)
     data = make_zip([(NAME, pdfs.resume_pdf("Private Person", EMAIL)), ("other.pdf", pdfs.text_pdf(["x"]))])
-    report = services.stage_zip(deps, upload(deps, data))
+    report = staging.stage_zip(deps, upload(deps, data))
     pdf_metrics.metrics.clear_metrics()  # unzip's, flushed by no handler here
     return report.batch_id, sorted(receive_all(deps), key=lambda m: m["index"])
 
@@ -130,7 +117,7 @@ def test_last_receive_records_gave_up_emits_it_and_still_fails_the_message(
 
     monkeypatch.setattr(deps.store, "get_bytes", broken)
     released: list[tuple[str, int]] = []
-    monkeypatch.setattr(deps.queue, "retry_later", lambda rh, delay: released.append((rh, delay)))
+    monkeypatch.setattr(deps.queue, "change_visibility", lambda rh, delay: released.append((rh, delay)))
     capsys.readouterr()
     # WHEN its last delivery fails too
     event = waited_event(bodies[:1], receive_count=deps.settings.max_receive_count)

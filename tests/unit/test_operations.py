@@ -13,35 +13,23 @@ import pytest
 from fakes import FakeClock, FakeLedger, FakeProgress
 from fixtures import pdfs
 from fixtures.pipeline import (
+    BUCKET,
     assert_counters_match_ledger,
     drain,
-    fake_deps,
     files_by_name,
     receive_all,
     upload,
 )
 from fixtures.zips import zipfile_zip as make_zip
-from pdfbatch import services
 from pdfbatch.adapters.sqs import SqsDeadLetters
 from pdfbatch.config import Limits
 from pdfbatch.errors import InvalidInput, NotFound
 from pdfbatch.model import FileResult, FileTask
-from pdfbatch.services import Deps
+from pdfbatch.services import Deps, operations, processing, staging, views
+from pdfbatch.services.report import batch_report, percentile
 
-BUCKET = "pdfbatch-ops-unit"
 resume = functools.cache(pdfs.resume_pdf)
 text_pdf = functools.cache(lambda *pages: pdfs.text_pdf(list(pages)))
-
-
-@pytest.fixture()
-def deps(moto_aws: None) -> Deps:
-    return fake_deps(BUCKET)
-
-
-@pytest.fixture()
-def ledger(deps: Deps) -> FakeLedger:
-    assert isinstance(deps.ledger, FakeLedger)
-    return deps.ledger
 
 
 @pytest.fixture()
@@ -51,7 +39,7 @@ def dlq(deps: Deps) -> Iterator[SqsDeadLetters]:
 
 
 def stage(deps: Deps, entries: list[tuple[str, bytes]]) -> str:
-    return services.stage_zip(deps, upload(deps, make_zip(entries))).batch_id
+    return staging.stage_zip(deps, upload(deps, make_zip(entries))).batch_id
 
 
 def mixed_batch(deps: Deps, ledger: FakeLedger) -> str:
@@ -86,7 +74,7 @@ def test_retry_reruns_every_file_not_linked_and_counts_the_new_outcomes_once(
     batch_id = mixed_batch(deps, ledger)
     ledger.add_user("later@example.com")
     # WHEN the operator retries it
-    report = services.retry_batch(deps, batch_id)
+    report = operations.retry_batch(deps, batch_id)
     # THEN the two files not linked are reopened: un-counted, the batch PROCESSING, counters == ledger
     rows = files_by_name(deps, batch_id)
     assert sorted(report.reopened) == sorted([rows["later.pdf"].index, rows["broken.pdf"].index])
@@ -94,7 +82,7 @@ def test_retry_reruns_every_file_not_linked_and_counts_the_new_outcomes_once(
     status = assert_counters_match_ledger(deps, batch_id)
     assert (status["status"], status["processed"], status["linked"]) == ("PROCESSING", 1, 1)
     assert deps.ledger.get_batch(batch_id).status == "PROCESSING"  # type: ignore[union-attr]
-    assert "reason:no_user" not in services.batch_status(deps, batch_id)["reasons"]
+    assert "reason:no_user" not in views.batch_status(deps, batch_id)["reasons"]
     # and once processed again the batch completes with the new outcome counted once
     sent = drain(deps)
     assert sorted(m["index"] for m in sent) == sorted(report.resent)
@@ -127,9 +115,9 @@ def test_retry_that_died_between_reopening_and_uncounting_still_ends_with_counte
 
     monkeypatch.setattr(deps.progress, "uncount", dies)
     with pytest.raises(SystemExit):
-        services.retry_batch(deps, batch_id)
+        operations.retry_batch(deps, batch_id)
     # and the operator runs it again, and the files are processed
-    services.retry_batch(deps, batch_id)
+    operations.retry_batch(deps, batch_id)
     drain(deps)
     # THEN the batch completes and the live counters say what the ledger says (the stale count of the
     # reopened file was noticed at completion and the counters rebuilt from the ledger)
@@ -147,7 +135,7 @@ def test_retry_that_died_between_reopening_and_uncounting_still_ends_with_counte
 
 def test_retry_failed_only_leaves_the_skipped_files_alone(deps: Deps, ledger: FakeLedger) -> None:
     batch_id = mixed_batch(deps, ledger)
-    report = services.retry_batch(deps, batch_id, failed_only=True)
+    report = operations.retry_batch(deps, batch_id, failed_only=True)
     rows = files_by_name(deps, batch_id)
     assert report.reopened == [rows["broken.pdf"].index]
     assert report.kept == {"linked/matched": 1, "skipped_no_match/no_user": 1}
@@ -165,9 +153,9 @@ def test_retry_never_reruns_a_linked_file_nor_links_twice(deps: Deps, ledger: Fa
     before = ledger.users[user].pdf_url
     row = files_by_name(deps, batch_id)["cv.pdf"]
     # WHEN it is retried, twice, and its old message arrives again meanwhile
-    assert services.retry_batch(deps, batch_id).reopened == []
-    assert services.retry_batch(deps, batch_id).resent == []
-    services.process_file(
+    assert operations.retry_batch(deps, batch_id).reopened == []
+    assert operations.retry_batch(deps, batch_id).resent == []
+    processing.process_file(
         deps, FileTask(batch_id, row.index, f"staging/{batch_id}/{row.index:07d}.pdf", BUCKET)
     )
     # THEN nothing changed: one link, one count, still COMPLETED
@@ -182,15 +170,15 @@ def test_retry_keeps_files_refused_at_unzip_they_were_never_staged(deps: Deps) -
     deps.settings = replace(deps.settings, limits=Limits(max_pdf_bytes=2000))
     batch_id = stage(deps, [("big.pdf", b"%PDF-1.4\n" + b"0" * 5000), ("small.pdf", text_pdf("none"))])
     drain(deps)
-    report = services.retry_batch(deps, batch_id, failed_only=True)
+    report = operations.retry_batch(deps, batch_id, failed_only=True)
     assert report.reopened == [] and report.kept["failed/too_large"] == 1
-    assert services.batch_status(deps, batch_id)["status"] == "COMPLETED"
+    assert views.batch_status(deps, batch_id)["status"] == "COMPLETED"
 
 
 def test_retry_twice_in_a_row_reopens_and_counts_each_file_once(deps: Deps, ledger: FakeLedger) -> None:
     batch_id = mixed_batch(deps, ledger)
-    first = services.retry_batch(deps, batch_id, failed_only=True)
-    second = services.retry_batch(deps, batch_id, failed_only=True)  # before the first was processed
+    first = operations.retry_batch(deps, batch_id, failed_only=True)
+    second = operations.retry_batch(deps, batch_id, failed_only=True)  # before the first was processed
     assert len(first.reopened) == 1 and second.reopened == [] and second.kept["pending"] == 1
     drain(deps)
     status = assert_counters_match_ledger(deps, batch_id)
@@ -201,7 +189,7 @@ def test_retry_after_the_live_counters_expired_rebuilds_them_right(deps: Deps, l
     batch_id = mixed_batch(deps, ledger)
     assert isinstance(deps.progress, FakeProgress)
     deps.progress.expire(batch_id)
-    services.retry_batch(deps, batch_id)
+    operations.retry_batch(deps, batch_id)
     status = assert_counters_match_ledger(deps, batch_id)
     assert (status["status"], status["processed"]) == ("PROCESSING", 1)
     drain(deps)
@@ -211,14 +199,14 @@ def test_retry_after_the_live_counters_expired_rebuilds_them_right(deps: Deps, l
 
 def test_retry_refuses_unknown_and_failed_batches(deps: Deps) -> None:
     with pytest.raises(NotFound):
-        services.retry_batch(deps, "0" * 32)
+        operations.retry_batch(deps, "0" * 32)
     with pytest.raises(NotFound):
-        services.retry_batch(deps, "not-an-id")
+        operations.retry_batch(deps, "not-an-id")
     upload_ = upload(deps, b"not a zip at all", key="uploads/bad.zip")
-    failed = services.stage_zip(deps, upload_)
+    failed = staging.stage_zip(deps, upload_)
     assert failed.status == "FAILED"
     with pytest.raises(InvalidInput, match="upload the ZIP again"):
-        services.retry_batch(deps, failed.batch_id)
+        operations.retry_batch(deps, failed.batch_id)
 
 
 # --- dead letters -------------------------------------------------------------------------------
@@ -228,8 +216,8 @@ def dead_batch(deps: Deps, dlq: SqsDeadLetters) -> tuple[str, dict[str, Any]]:
     """A batch whose second file gave up on its last delivery; its message sits in the DLQ."""
     batch_id = stage(deps, [("a.pdf", text_pdf("x")), ("b.pdf", text_pdf("no address here"))])
     first, second = sorted(receive_all(deps), key=lambda m: m["index"])
-    services.process_file(deps, FileTask.from_message(first))
-    services.give_up(deps, FileTask.from_message(second))
+    processing.process_file(deps, FileTask.from_message(first))
+    processing.give_up(deps, FileTask.from_message(second))
     dlq.client.send_message(QueueUrl=dlq.queue_url, MessageBody=json.dumps(second))
     return batch_id, second
 
@@ -239,14 +227,14 @@ def test_listing_the_dlq_shows_each_file_and_leaves_the_messages_there(
 ) -> None:
     batch_id, dead = dead_batch(deps, dlq)
     dlq.client.send_message(QueueUrl=dlq.queue_url, MessageBody="not json")
-    listing = services.list_dead_letters(deps, dlq)
+    listing = operations.list_dead_letters(deps, dlq)
     assert listing["approximateCount"] == 2
     by_id = {m["batchId"]: m for m in listing["messages"]}
     assert (by_id[batch_id]["index"], by_id[batch_id]["name"]) == (dead["index"], "b.pdf")
     assert (by_id[batch_id]["outcome"], by_id[batch_id]["reason"]) == ("failed", "gave_up")
     assert by_id[None]["index"] is None  # the malformed one is listed too
     # the messages are visible again at once
-    assert len(services.list_dead_letters(deps, dlq)["messages"]) == 2
+    assert len(operations.list_dead_letters(deps, dlq)["messages"]) == 2
 
 
 def test_redrive_reopens_the_gave_up_file_and_counts_its_new_outcome_once(
@@ -257,7 +245,7 @@ def test_redrive_reopens_the_gave_up_file_and_counts_its_new_outcome_once(
     status = assert_counters_match_ledger(deps, batch_id)
     assert (status["status"], status["failed"], status["reasons"]["gave_up"]) == ("COMPLETED", 1, 1)
     # WHEN the DLQ is redriven (the cause fixed)
-    report = services.redrive_dead_letters(deps, dlq)
+    report = operations.redrive_dead_letters(deps, dlq)
     # THEN the file is reopened and un-counted, the message is back on the work queue, the DLQ empty
     assert (report.resent, report.reopened, report.left, report.batches) == (1, 1, 0, [batch_id])
     assert dlq.approximate_count() == 0
@@ -276,14 +264,14 @@ def test_redrive_deletes_messages_of_files_already_done_and_leaves_unreadable_on
 ) -> None:
     batch_id = stage(deps, [("a.pdf", text_pdf("x"))])
     (msg,) = receive_all(deps)
-    services.process_file(deps, FileTask.from_message(msg))  # recorded no_email: not gave_up
+    processing.process_file(deps, FileTask.from_message(msg))  # recorded no_email: not gave_up
     dlq.client.send_message(QueueUrl=dlq.queue_url, MessageBody=json.dumps(msg))
     dlq.client.send_message(QueueUrl=dlq.queue_url, MessageBody=json.dumps({"batchId": "x"}))
-    report = services.redrive_dead_letters(deps, dlq)
+    report = operations.redrive_dead_letters(deps, dlq)
     assert (report.resent, report.already_done, report.left) == (0, 1, 1)
     assert receive_all(deps) == []
     assert dlq.approximate_count() == 1  # the malformed one, hidden for now, not deleted
-    assert services.batch_status(deps, batch_id)["status"] == "COMPLETED"
+    assert views.batch_status(deps, batch_id)["status"] == "COMPLETED"
 
 
 def test_redrive_resends_a_file_that_never_got_an_outcome(deps: Deps, dlq: SqsDeadLetters) -> None:
@@ -292,10 +280,10 @@ def test_redrive_resends_a_file_that_never_got_an_outcome(deps: Deps, dlq: SqsDe
     msgs = receive_all(deps)
     for m in msgs:
         dlq.client.send_message(QueueUrl=dlq.queue_url, MessageBody=json.dumps(m))
-    report = services.redrive_dead_letters(deps, dlq, limit=1)
+    report = operations.redrive_dead_letters(deps, dlq, limit=1)
     assert (report.resent, report.reopened) == (1, 0)
     assert dlq.approximate_count() == 1
-    services.redrive_dead_letters(deps, dlq)
+    operations.redrive_dead_letters(deps, dlq)
     drain(deps)
     status = assert_counters_match_ledger(deps, batch_id)
     assert (status["status"], status["processed"]) == ("COMPLETED", 2)
@@ -306,9 +294,9 @@ def test_redrive_resends_a_file_that_never_got_an_outcome(deps: Deps, dlq: SqsDe
 
 def test_percentile_is_nearest_rank() -> None:
     values = [float(v) for v in range(1, 101)]
-    assert [services.percentile(values, p) for p in (50, 95, 99, 100)] == [50.0, 95.0, 99.0, 100.0]
-    assert services.percentile([7.0], 99) == 7.0
-    assert services.percentile([3.0, 1.0, 2.0], 50) == 2.0
+    assert [percentile(values, p) for p in (50, 95, 99, 100)] == [50.0, 95.0, 99.0, 100.0]
+    assert percentile([7.0], 99) == 7.0
+    assert percentile([3.0, 1.0, 2.0], 50) == 2.0
 
 
 def test_report_reads_outcomes_reasons_and_stage_percentiles_from_the_ledger() -> None:
@@ -327,7 +315,7 @@ def test_report_reads_outcomes_reasons_and_stage_percentiles_from_the_ledger() -
     ledger.begin_attempt(batch_id, 3)
     ledger.begin_attempt(batch_id, 3)
     # WHEN the report is made
-    report = services.batch_report(ledger, batch_id)
+    report = batch_report(ledger, batch_id)
     # THEN counts, reasons and nearest-rank percentiles (in ms) come from the rows
     assert report["outcomes"] == {
         "linked": 15,
@@ -342,7 +330,7 @@ def test_report_reads_outcomes_reasons_and_stage_percentiles_from_the_ledger() -
         "download": {"files": 20, "p50": 10.0, "p95": 19.0, "p99": 20.0, "max": 20.0}
     }
     with pytest.raises(NotFound):
-        services.batch_report(ledger, "b" * 32)
+        batch_report(ledger, "b" * 32)
 
 
 def test_processed_files_keep_every_stage_time_including_the_final_write(
@@ -354,7 +342,7 @@ def test_processed_files_keep_every_stage_time_including_the_final_write(
     rows = files_by_name(deps, batch_id)
     assert {"download", "validate", "extract", "match", "copy", "update"} <= set(rows["cv.pdf"].timings)
     assert {"download", "extract", "match", "update"} <= set(rows["x.pdf"].timings)
-    report = services.batch_report(ledger, batch_id)
+    report = batch_report(ledger, batch_id)
     assert report["stagesMs"]["update"]["files"] == 2 and report["stagesMs"]["copy"]["files"] == 1
 
 
@@ -371,7 +359,7 @@ def test_losing_the_timings_write_does_not_fail_a_recorded_file(
     drain(deps)
     row = files_by_name(deps, batch_id)["x.pdf"]
     assert (row.outcome, "update" in row.timings) == ("skipped_no_match", False)
-    assert services.batch_status(deps, batch_id)["status"] == "COMPLETED"
+    assert views.batch_status(deps, batch_id)["status"] == "COMPLETED"
 
 
 def test_redrive_counts_a_file_whose_outcome_was_recorded_but_never_counted(
@@ -382,9 +370,9 @@ def test_redrive_counts_a_file_whose_outcome_was_recorded_but_never_counted(
     (msg,) = receive_all(deps)
     deps.ledger.record(batch_id, msg["index"], FileResult("skipped_no_match", "no_email"))
     dlq.client.send_message(QueueUrl=dlq.queue_url, MessageBody=json.dumps(msg))
-    assert services.batch_status(deps, batch_id)["status"] == "PROCESSING"
+    assert views.batch_status(deps, batch_id)["status"] == "PROCESSING"
     # WHEN the DLQ is redriven THEN it is counted once, the batch completes, nothing is re-sent
-    report = services.redrive_dead_letters(deps, dlq)
+    report = operations.redrive_dead_letters(deps, dlq)
     assert (report.already_done, report.resent) == (1, 0)
     status = assert_counters_match_ledger(deps, batch_id)
     assert (status["status"], status["processed"]) == ("COMPLETED", 1)

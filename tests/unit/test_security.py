@@ -8,7 +8,6 @@ import io
 import json
 import re
 import secrets
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,24 +17,14 @@ from hypothesis import strategies as st
 
 from fixtures import pdfs
 from fixtures.apigw import TEST_API_KEY, Context, api_event, load_handler
-from fixtures.pipeline import drain, fake_deps, upload
+from fixtures.pipeline import drain, upload
 from fixtures.zips import make_zip, pdf_bytes
-from pdfbatch import archive, bootstrap, pdf, services
+from pdfbatch import archive, pdf
 from pdfbatch.config import Limits, Settings, parse_mysql_url
 from pdfbatch.errors import ArchiveRejected, ConfigError, EntryRejected
 from pdfbatch.model import Reason
 from pdfbatch.pdf import emails as pdf_emails
-from pdfbatch.services import Deps
-
-
-@pytest.fixture()
-def deps(moto_aws: None) -> Iterator[Deps]:
-    """Fakes for MySQL/Redis, moto S3/SQS, wired into the handlers."""
-    d = fake_deps("pdfbatch-sec", api_key=TEST_API_KEY)
-    bootstrap.override(d)
-    yield d
-    bootstrap.override(None)
-
+from pdfbatch.services import Deps, batches, staging
 
 # --- batch ids ---------------------------------------------------------------------------------
 
@@ -49,9 +38,9 @@ def test_batch_ids_come_from_the_os_csprng_with_128_bits(monkeypatch: pytest.Mon
         asked.append(nbytes)
         return real(nbytes)
 
-    monkeypatch.setattr(services.secrets, "token_hex", spy)
+    monkeypatch.setattr(batches.secrets, "token_hex", spy)
     # WHEN batch ids are made
-    ids = [services.new_batch_id() for _ in range(2000)]
+    ids = [batches.new_batch_id() for _ in range(2000)]
     # THEN each is one 16-byte (128-bit) draw from secrets, 32 hex characters, all distinct
     assert asked == [16] * 2000
     assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids) and len(set(ids)) == 2000
@@ -85,7 +74,7 @@ def _guesses(real: str) -> list[str]:
 
 def test_status_api_never_answers_for_a_guessed_id(deps: Deps) -> None:
     # GIVEN a batch with files whose names are personal
-    report = services.stage_zip(
+    report = staging.stage_zip(
         deps, upload(deps, make_zip([("Jane Doe CV.pdf", pdfs.text_pdf(["nothing"])), ("x.pdf", b"junk")]))
     )
     drain(deps)
@@ -109,7 +98,7 @@ def test_status_api_never_answers_for_a_guessed_id(deps: Deps) -> None:
 
 
 def test_status_api_without_the_api_key_answers_nothing(deps: Deps) -> None:
-    report = services.stage_zip(deps, upload(deps, make_zip([("a.pdf", pdfs.text_pdf(["x"]))])))
+    report = staging.stage_zip(deps, upload(deps, make_zip([("a.pdf", pdfs.text_pdf(["x"]))])))
     status = load_handler("status")
     for key in (None, "", "wrong", TEST_API_KEY[:-1]):
         resp = status.handler(api_event("GET", f"/batches/{report.batch_id}", api_key=key), Context())

@@ -1,6 +1,7 @@
-"""Every rule of the pipeline (services.py) over in-memory fakes of MySQL/Redis and moto's S3/SQS.
+"""Every rule of the pipeline (pdfbatch.services) over in-memory fakes of MySQL/Redis and moto's S3/SQS.
 
-The fakes are held to the real adapters by tests/integration/test_fakes_contract.py.
+The fakes are held to the real adapters by tests/integration/test_fakes_contract.py; the ``deps``,
+``ledger``, ``progress`` and ``clock`` fixtures come from tests/unit/conftest.py.
 """
 
 from __future__ import annotations
@@ -18,51 +19,23 @@ import pytest
 from fakes import FakeClock, FakeLedger, FakeProgress
 from fixtures import pdfs, zips
 from fixtures.pipeline import (
+    BUCKET,
     assert_counters_match_ledger,
     drain,
-    fake_deps,
     files_by_name,
     process_all,
     receive_all,
     upload,
 )
 from fixtures.zips import zipfile_zip as make_zip
-from pdfbatch import archive, services
+from pdfbatch import archive
 from pdfbatch.adapters.sqs import SqsQueue
 from pdfbatch.errors import DependencyUnavailable, InvalidInput, NotFound
 from pdfbatch.model import FileTask, staging_key
 from pdfbatch.ports import FileRow
-from pdfbatch.services import Deps
+from pdfbatch.services import Deps, batches, processing, staging, views
 
-BUCKET = "pdfbatch-unit"
 RANK = {"PENDING": 0, "PROCESSING": 1, "COMPLETED": 2, "FAILED": 2}
-
-
-# --- fixtures ----------------------------------------------------------------------------------
-
-
-@pytest.fixture()
-def deps(moto_aws: None) -> Deps:
-    """FakeLedger (also the users table) and FakeProgress, moto S3 bucket and SQS queue, a still clock."""
-    return fake_deps(BUCKET)
-
-
-@pytest.fixture()
-def ledger(deps: Deps) -> FakeLedger:
-    assert isinstance(deps.ledger, FakeLedger)
-    return deps.ledger
-
-
-@pytest.fixture()
-def progress(deps: Deps) -> FakeProgress:
-    assert isinstance(deps.progress, FakeProgress)
-    return deps.progress
-
-
-@pytest.fixture()
-def clock(deps: Deps) -> FakeClock:
-    assert isinstance(deps.clock, FakeClock)
-    return deps.clock
 
 
 # --- helpers -----------------------------------------------------------------------------------
@@ -77,9 +50,9 @@ def objects(deps: Deps, prefix: str) -> list[str]:
     return [o["Key"] for o in listed.get("Contents", [])]
 
 
-def stage(deps: Deps, entries: list[tuple[str, bytes]], **kwargs: Any) -> services.StageReport:
+def stage(deps: Deps, entries: list[tuple[str, bytes]], **kwargs: Any) -> staging.StageReport:
     """Upload a ZIP of ``entries`` and run unzip on it."""
-    return services.stage_zip(deps, upload(deps, make_zip(entries), **kwargs))
+    return staging.stage_zip(deps, upload(deps, make_zip(entries), **kwargs))
 
 
 def fail_once(target: Callable[..., Any], error: BaseException) -> Callable[..., Any]:
@@ -139,8 +112,8 @@ def test_total_files_is_recorded_before_any_message_is_sent(deps: Deps, progress
     # GIVEN a queue that checks what a worker could already see when each message goes out
     def check(batch: Sequence[FileTask]) -> None:
         batch_id = batch[0].batch_id
-        raw = progress.get(batch_id)
-        assert raw is not None and raw["totalFiles"] == "12"
+        live = progress.get(batch_id)
+        assert live is not None and live.total_files == 12
         ledger_batch = deps.ledger.get_batch(batch_id)
         assert ledger_batch is not None and ledger_batch.total_files == 12
         assert all(deps.ledger.get_file(batch_id, t.index) is not None for t in batch)
@@ -176,7 +149,7 @@ def test_ignored_entries_are_listed_but_never_counted(deps: Deps) -> None:
         2,
         4,
     )
-    listed = services.list_files(deps, report.batch_id, outcome="ignored")["items"]
+    listed = views.list_files(deps, report.batch_id, outcome="ignored")["items"]
     assert [(i["name"], i["reason"]) for i in listed] == [
         ("__MACOSX/._a.pdf", "macos_metadata"),
         (".hidden.pdf", "hidden_file"),
@@ -221,7 +194,7 @@ def test_too_large_entry_is_failed_without_inflating_it_and_the_rest_goes_on(
     rows = files_by_name(deps, report.batch_id)
     assert (rows["big.pdf"].outcome, rows["big.pdf"].reason) == ("failed", "too_large")
     assert rows["small.pdf"].outcome == "linked"
-    assert services.batch_status(deps, report.batch_id)["status"] == "COMPLETED"
+    assert views.batch_status(deps, report.batch_id)["status"] == "COMPLETED"
 
 
 @pytest.mark.parametrize(
@@ -241,10 +214,10 @@ def test_unreadable_zip_fails_the_batch_with_its_reason(
         limits = replace(deps.settings.limits, max_zip_bytes=limit)
         deps = replace(deps, settings=replace(deps.settings, limits=limits))
     # WHEN it is staged
-    report = services.stage_zip(deps, upload(deps, data))
+    report = staging.stage_zip(deps, upload(deps, data))
     # THEN the batch is FAILED with the reason, in Redis and MySQL, and nothing is queued
     assert (report.status, report.reason) == ("FAILED", reason)
-    status = services.batch_status(deps, report.batch_id)
+    status = views.batch_status(deps, report.batch_id)
     assert (status["status"], status["reason"]) == ("FAILED", reason)
     batch = deps.ledger.get_batch(report.batch_id)
     assert batch is not None and (batch.status, batch.reason) == ("FAILED", reason)
@@ -253,18 +226,18 @@ def test_unreadable_zip_fails_the_batch_with_its_reason(
 
 def test_zip_deleted_before_unzip_reads_it_fails_zip_missing(deps: Deps) -> None:
     # GIVEN a notification for an object that is gone (and no size in the event)
-    up = services.Upload(bucket=BUCKET, key="uploads/gone.zip", size=None, sequencer="01")
+    up = batches.Upload(bucket=BUCKET, key="uploads/gone.zip", size=None, sequencer="01")
     # WHEN it is staged
-    report = services.stage_zip(deps, up)
+    report = staging.stage_zip(deps, up)
     # THEN the batch is FAILED zip_missing
-    assert services.batch_status(deps, report.batch_id)["reason"] == "zip_missing"
+    assert views.batch_status(deps, report.batch_id)["reason"] == "zip_missing"
 
 
 def test_zip_without_pdfs_completes_with_zero_files(deps: Deps) -> None:
     # GIVEN a ZIP with no PDF at all WHEN it is staged
     report = stage(deps, [("readme.txt", b"hi"), ("._x.pdf", b"x")])
     # THEN the batch is COMPLETED at once with totalFiles 0
-    status = services.batch_status(deps, report.batch_id)
+    status = views.batch_status(deps, report.batch_id)
     assert (status["status"], status["totalFiles"], status["ignored"], status["percent"]) == (
         "COMPLETED",
         0,
@@ -322,13 +295,13 @@ def test_unzip_fails_when_messages_are_refused_and_its_retry_sends_them(deps: De
     refusing = SqsQueue(StubSqs(refuse=lambda call, entry: True), "url", sleep=lambda _: None)
     # WHEN unzip runs THEN it raises (the S3 event is retried) and the batch is not marked unpacked
     with pytest.raises(DependencyUnavailable):
-        services.stage_zip(replace(deps, queue=refusing), up)
-    batch_id, _ = services.resolve_batch(deps, up)
-    assert services.batch_status(deps, batch_id)["status"] == "PROCESSING"
+        staging.stage_zip(replace(deps, queue=refusing), up)
+    batch_id, _ = batches.resolve_batch(deps, up)
+    assert views.batch_status(deps, batch_id)["status"] == "PROCESSING"
     # and the retry with a working queue sends every message, so the batch completes
-    report = services.stage_zip(deps, up)
+    report = staging.stage_zip(deps, up)
     assert report.batch_id == batch_id and len(drain(deps)) == 3
-    assert services.batch_status(deps, batch_id)["status"] == "COMPLETED"
+    assert views.batch_status(deps, batch_id)["status"] == "COMPLETED"
 
 
 # --- unzip: batch identity and re-runs ---------------------------------------------------------
@@ -339,10 +312,10 @@ def test_duplicate_notification_with_the_same_sequencer_is_the_same_batch_and_no
 ) -> None:
     # GIVEN a dropped ZIP processed once
     up = upload(deps, make_zip([("a.pdf", text_pdf("x")), ("b.pdf", text_pdf("y"))]), key="uploads/x y.zip")
-    first = services.stage_zip(deps, up)
+    first = staging.stage_zip(deps, up)
     drain(deps)
     # WHEN the same notification arrives again
-    second = services.stage_zip(deps, up)
+    second = staging.stage_zip(deps, up)
     # THEN it is the same batch, nothing is re-sent and the counts stay
     assert (second.batch_id, second.duplicate) == (first.batch_id, True)
     assert receive_all(deps) == []
@@ -353,21 +326,21 @@ def test_duplicate_notification_with_the_same_sequencer_is_the_same_batch_and_no
 def test_a_new_sequencer_for_the_same_key_is_a_new_batch(deps: Deps, clock: FakeClock) -> None:
     # GIVEN a ZIP dropped twice at the same key
     data = make_zip([("a.pdf", text_pdf("x"))])
-    first = services.stage_zip(deps, upload(deps, data, sequencer="0A"))
+    first = staging.stage_zip(deps, upload(deps, data, sequencer="0A"))
     clock.advance(5)
-    second = services.stage_zip(deps, upload(deps, data, sequencer="0B"))
+    second = staging.stage_zip(deps, upload(deps, data, sequencer="0B"))
     # THEN each upload is its own batch, both findable by key, newest first
     assert second.batch_id != first.batch_id
     assert not second.duplicate
-    found = services.find_batches(deps, "uploads/drop.zip")["batches"]
+    found = views.find_batches(deps, "uploads/drop.zip")["batches"]
     assert [b["batchId"] for b in found] == [second.batch_id, first.batch_id]
     assert {b["source"] for b in found} == {"s3"}
 
 
 def test_api_upload_keeps_the_batch_id_it_was_given(deps: Deps) -> None:
     # GIVEN a batch created through POST /batches
-    created = services.create_batch(deps)
-    assert services.batch_status(deps, created["batchId"])["status"] == "PENDING"
+    created = batches.create_batch(deps)
+    assert views.batch_status(deps, created["batchId"])["status"] == "PENDING"
     # WHEN its ZIP lands at uploads/{id}.zip
     report = stage(deps, [("a.pdf", text_pdf("x"))], key=created["key"])
     drain(deps)
@@ -387,33 +360,33 @@ def test_api_upload_keeps_the_batch_id_it_was_given(deps: Deps) -> None:
     ],
 )
 def test_only_an_api_shaped_key_carries_its_own_batch_id(deps: Deps, key: str, source: str) -> None:
-    batch_id, got = services.resolve_batch(deps, services.Upload(BUCKET, key, 1, sequencer="01"))
+    batch_id, got = batches.resolve_batch(deps, batches.Upload(BUCKET, key, 1, sequencer="01"))
     assert got == source and re.fullmatch(r"[0-9a-f]{32}", batch_id)
     assert (batch_id == "ab" * 16) == (source == "api")
 
 
 def test_a_dropped_zip_gets_a_random_id_that_every_duplicate_notification_finds(deps: Deps) -> None:
     # GIVEN two notifications of one upload, and one of a later upload of the same key
-    first = services.Upload(BUCKET, "uploads/drop.zip", 1, sequencer="0055")
-    again = services.Upload(BUCKET, "uploads/drop.zip", 1, sequencer="0055")
-    later = services.Upload(BUCKET, "uploads/drop.zip", 1, sequencer="0056")
+    first = batches.Upload(BUCKET, "uploads/drop.zip", 1, sequencer="0055")
+    again = batches.Upload(BUCKET, "uploads/drop.zip", 1, sequencer="0055")
+    later = batches.Upload(BUCKET, "uploads/drop.zip", 1, sequencer="0056")
     # WHEN each is resolved to a batch
-    ids = [services.resolve_batch(deps, up)[0] for up in (first, again, later)]
+    ids = [batches.resolve_batch(deps, up)[0] for up in (first, again, later)]
     # THEN the duplicate finds the first's batch, the new upload gets its own,
     # and neither id can be computed from what the event carries
     assert ids[0] == ids[1] != ids[2]
     for up, batch_id in zip((first, later), (ids[0], ids[2]), strict=True):
-        token = services.upload_token(up)
+        token = batches.upload_token(up)
         assert batch_id not in token and batch_id != hashlib.sha256(token.encode()).hexdigest()[:32]
 
 
-def unzip_dies_before_recording_unpacked(deps: Deps, up: services.Upload, monkeypatch: Any) -> str:
+def unzip_dies_before_recording_unpacked(deps: Deps, up: batches.Upload, monkeypatch: Any) -> str:
     """Run unzip on ``up`` and let it die after queueing every message; return the batch id."""
     dies = fail_once(deps.ledger.mark_unpacked, DependencyUnavailable("mysql"))
     monkeypatch.setattr(deps.ledger, "mark_unpacked", dies)
     with pytest.raises(DependencyUnavailable):
-        services.stage_zip(deps, up)
-    return services.resolve_batch(deps, up)[0]
+        staging.stage_zip(deps, up)
+    return batches.resolve_batch(deps, up)[0]
 
 
 def test_rerun_of_an_unfinished_batch_resends_only_what_is_not_done(
@@ -421,11 +394,11 @@ def test_rerun_of_an_unfinished_batch_resends_only_what_is_not_done(
 ) -> None:
     # GIVEN an unzip run that died at the end, and whose messages were partly processed
     up = upload(deps, make_zip([(f"{i}.pdf", text_pdf(f"file {i}")) for i in range(5)]))
-    report = services.StageReport(unzip_dies_before_recording_unpacked(deps, up, monkeypatch), "PROCESSING")
+    report = staging.StageReport(unzip_dies_before_recording_unpacked(deps, up, monkeypatch), "PROCESSING")
     msgs = receive_all(deps)
     process_all(deps, msgs[:2])
     # WHEN S3 retries the same event
-    rerun = services.stage_zip(deps, up)
+    rerun = staging.stage_zip(deps, up)
     # THEN only the three unfinished files are re-sent and nothing is counted twice
     assert (rerun.batch_id, rerun.skipped_done) == (report.batch_id, 2)
     resent = receive_all(deps)
@@ -440,14 +413,14 @@ def test_rerun_after_progress_expired_resumes_from_the_ledger_counts(
 ) -> None:
     # GIVEN an unzip run that died at the end, two of five files done, and Redis progress expired
     up = upload(deps, make_zip([(f"{i}.pdf", text_pdf(f"file {i}")) for i in range(5)]))
-    report = services.StageReport(unzip_dies_before_recording_unpacked(deps, up, monkeypatch), "PROCESSING")
+    report = staging.StageReport(unzip_dies_before_recording_unpacked(deps, up, monkeypatch), "PROCESSING")
     msgs = receive_all(deps)
     process_all(deps, msgs[:2])
     progress.expire(report.batch_id)
     # WHEN S3 retries the event
-    services.stage_zip(deps, up)
+    staging.stage_zip(deps, up)
     # THEN progress restarts from the ledger, not from zero (it never goes backwards)
-    assert services.batch_status(deps, report.batch_id)["processed"] == 2
+    assert views.batch_status(deps, report.batch_id)["processed"] == 2
     # and processing the three re-sent files completes the batch with exact counts
     drain(deps)
     status = assert_counters_match_ledger(deps, report.batch_id)
@@ -484,7 +457,7 @@ def test_each_kind_of_pdf_gets_its_outcome_and_only_a_match_is_linked(
     linked = outcome == "linked"
     assert (ledger.pdf_url_of(alice) is not None) == linked
     assert objects(deps, "pdfs/") == ([f"pdfs/{alice}/{row.sha256}.pdf"] if linked else [])
-    assert services.batch_status(deps, report.batch_id)["reasons"] == {reason: 1}
+    assert views.batch_status(deps, report.batch_id)["reasons"] == {reason: 1}
 
 
 def test_first_candidate_in_document_order_that_is_a_user_wins(deps: Deps, ledger: FakeLedger) -> None:
@@ -549,11 +522,11 @@ def test_identical_pdfs_racing_keep_the_shared_object_the_winner_points_at(
         real_copy(bucket, source, dest)
         copies.append(dest)
         if len(copies) == 1:
-            services.process_file(deps, FileTask.from_message(second))
+            processing.process_file(deps, FileTask.from_message(second))
 
     monkeypatch.setattr(deps.store, "copy", copy_then_race)
     # WHEN the first one runs
-    services.process_file(deps, FileTask.from_message(first))
+    processing.process_file(deps, FileTask.from_message(first))
     # THEN the second won, the first is already_linked, and the object the user points at survives
     rows = files_by_name(deps, report.batch_id)
     assert (rows["two.pdf"].outcome, rows["one.pdf"].reason) == ("linked", "already_linked")
@@ -577,11 +550,11 @@ def test_different_pdfs_racing_for_one_user_leave_no_orphan_copy(
         real_copy(bucket, source, dest)
         if not raced:
             raced.append(True)
-            services.process_file(deps, FileTask.from_message(second))
+            processing.process_file(deps, FileTask.from_message(second))
 
     monkeypatch.setattr(deps.store, "copy", copy_then_race)
     # WHEN the first one runs
-    services.process_file(deps, FileTask.from_message(first))
+    processing.process_file(deps, FileTask.from_message(first))
     # THEN the loser removed its copy: the only object is the one the user points at
     rows = files_by_name(deps, report.batch_id)
     assert (rows["v2.pdf"].outcome, rows["v1.pdf"].reason) == ("linked", "already_linked")
@@ -606,7 +579,7 @@ def test_redelivering_every_message_twice_changes_nothing(
     # THEN ledger, users, counters and objects are exactly as they were
     after = (dict(ledger.files), dict(ledger.users), progress.get(report.batch_id), objects(deps, ""))
     assert after == before
-    assert services.batch_status(deps, report.batch_id)["processed"] == 3
+    assert views.batch_status(deps, report.batch_id)["processed"] == 3
 
 
 def test_crash_between_copy_and_link_then_redelivery_links_once_without_orphan(
@@ -620,7 +593,7 @@ def test_crash_between_copy_and_link_then_redelivery_links_once_without_orphan(
     with pytest.raises(DependencyUnavailable):
         process_all(deps, msgs)
     assert ledger.pdf_url_of(user) is None
-    assert services.batch_status(deps, report.batch_id)["processed"] == 0
+    assert views.batch_status(deps, report.batch_id)["processed"] == 0
     # WHEN the message is redelivered (twice)
     process_all(deps, msgs, times=2)
     # THEN the file is linked once, counted once, and the only object is the linked one
@@ -643,7 +616,7 @@ def test_crash_after_link_before_counting_then_redelivery_counts_once(
     with pytest.raises(DependencyUnavailable):
         process_all(deps, msgs[:1])
     assert files_by_name(deps, report.batch_id)["a.pdf"].outcome == "linked"
-    assert services.batch_status(deps, report.batch_id)["processed"] == 0
+    assert views.batch_status(deps, report.batch_id)["processed"] == 0
     # WHEN every message arrives, the crashed one twice
     process_all(deps, msgs + msgs[:1])
     # THEN the linked file is counted exactly once and the batch completes
@@ -657,13 +630,13 @@ def test_progress_expiring_mid_batch_is_rebuilt_and_never_goes_backwards(
     # GIVEN a batch half processed, then its Redis progress expires
     report = stage(deps, [(f"{i}.pdf", text_pdf(f"file {i}")) for i in range(6)])
     msgs = receive_all(deps)
-    seen = [services.batch_status(deps, report.batch_id)]
+    seen = [views.batch_status(deps, report.batch_id)]
     for body in msgs[:3]:
-        services.process_file(deps, FileTask.from_message(body))
-        seen.append(services.batch_status(deps, report.batch_id))
+        processing.process_file(deps, FileTask.from_message(body))
+        seen.append(views.batch_status(deps, report.batch_id))
     progress.expire(report.batch_id)
     # WHEN status is asked meanwhile THEN the ledger answers with the same progress
-    from_ledger = services.batch_status(deps, report.batch_id)
+    from_ledger = views.batch_status(deps, report.batch_id)
     seen.append(from_ledger)
     assert (from_ledger["source"], from_ledger["status"], from_ledger["processed"]) == (
         "ledger",
@@ -672,8 +645,8 @@ def test_progress_expiring_mid_batch_is_rebuilt_and_never_goes_backwards(
     )
     # WHEN the rest arrive (with a late duplicate) THEN the hash is rebuilt and counts are exact
     for body in msgs[2:]:
-        services.process_file(deps, FileTask.from_message(body))
-        seen.append(services.batch_status(deps, report.batch_id))
+        processing.process_file(deps, FileTask.from_message(body))
+        seen.append(views.batch_status(deps, report.batch_id))
     status = assert_counters_match_ledger(deps, report.batch_id)
     assert (status["status"], status["processed"], status["source"]) == ("COMPLETED", 6, "live")
     assert [s["processed"] for s in seen] == sorted(s["processed"] for s in seen)
@@ -686,8 +659,8 @@ def test_given_up_file_is_failed_gave_up_and_its_batch_finishes(deps: Deps) -> N
     first, second = sorted(receive_all(deps), key=lambda m: m["index"])
     process_all(deps, [first])
     # WHEN its last delivery gives up (and the first is given up late, after it was recorded)
-    services.give_up(deps, FileTask.from_message(second))
-    services.give_up(deps, FileTask.from_message(first))
+    processing.give_up(deps, FileTask.from_message(second))
+    processing.give_up(deps, FileTask.from_message(first))
     # THEN it is failed/gave_up, the first keeps its outcome, and the batch completes counted once
     rows = files_by_name(deps, report.batch_id)
     assert (rows["b.pdf"].outcome, rows["b.pdf"].reason) == ("failed", "gave_up")
@@ -707,8 +680,8 @@ def test_missing_staged_object_is_failed_missing_object(deps: Deps) -> None:
 
 def test_message_without_a_ledger_row_is_dropped(deps: Deps) -> None:
     task = FileTask("c" * 32, 0, staging_key("c" * 32, 0), BUCKET)
-    assert services.process_file(deps, task) is None
-    assert services.give_up(deps, task) is None
+    assert processing.process_file(deps, task) is None
+    assert processing.give_up(deps, task) is None
 
 
 # --- status and listing ------------------------------------------------------------------------
@@ -722,7 +695,7 @@ def test_status_while_processing_has_percent_reasons_and_eta(deps: Deps, clock: 
     clock.advance(2)
     process_all(deps, msgs[3:])
     # WHEN status is asked
-    body = services.batch_status(deps, report.batch_id)
+    body = views.batch_status(deps, report.batch_id)
     # THEN it shows progress, reasons and a rate-based ETA
     assert {k: body[k] for k in ("status", "totalFiles", "processed", "percent", "failed")} == {
         "status": "PROCESSING",
@@ -737,7 +710,7 @@ def test_status_while_processing_has_percent_reasons_and_eta(deps: Deps, clock: 
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", body["createdAt"])
     # and once everything is done: 100 %, no ETA, a completion time
     process_all(deps, msgs[1:3])
-    done = services.batch_status(deps, report.batch_id)
+    done = views.batch_status(deps, report.batch_id)
     assert (done["status"], done["percent"], done["processed"]) == ("COMPLETED", 100.0, 4)
     assert done["etaSeconds"] is None and done["completedAt"] is not None
 
@@ -747,20 +720,43 @@ def test_status_of_a_finished_batch_answers_from_the_ledger_after_expiry(
 ) -> None:
     report = stage(deps, [("a.pdf", text_pdf("x")), ("b.pdf", b"junk")])
     drain(deps)
-    live = services.batch_status(deps, report.batch_id)
+    live = views.batch_status(deps, report.batch_id)
     progress.expire(report.batch_id)
-    stored = services.batch_status(deps, report.batch_id)
+    stored = views.batch_status(deps, report.batch_id)
     assert stored["source"] == "ledger"
     for field in ("status", "totalFiles", "processed", "percent", "failed", "reasons", "ignored"):
         assert stored[field] == live[field], field
 
 
+def test_a_status_read_writes_nothing_unless_it_ends_the_batch(
+    deps: Deps, ledger: FakeLedger, progress: FakeProgress, clock: FakeClock
+) -> None:
+    # GIVEN a batch half processed (PROCESSING, nothing to end)
+    report = stage(deps, [(f"{i}.pdf", text_pdf(f"file {i}")) for i in range(4)])
+    process_all(deps, sorted(receive_all(deps), key=lambda m: m["index"])[:2])
+
+    def state() -> tuple[Any, ...]:
+        hashes = {b: dict(h) for b, h in progress.hashes.items()}
+        return dict(ledger.batches), dict(ledger.files), hashes, {b: set(d) for b, d in progress.done.items()}
+
+    for expired in (False, True):
+        if expired:
+            progress.expire(report.batch_id)
+        before = state()
+        # WHEN its status is read, later, from the live counters and then from the ledger
+        clock.advance(60)
+        body = views.batch_status(deps, report.batch_id)
+        # THEN the answer is the progress, and neither the ledger nor the counters changed
+        assert (body["status"], body["processed"]) == ("PROCESSING", 2)
+        assert state() == before
+
+
 @pytest.mark.parametrize("batch_id", ["0" * 32, "A" * 32, "../../etc/passwd", "abc", ""])
 def test_unknown_or_malformed_batch_id_is_not_found(deps: Deps, batch_id: str) -> None:
     with pytest.raises(NotFound):
-        services.batch_status(deps, batch_id)
+        views.batch_status(deps, batch_id)
     with pytest.raises(NotFound):
-        services.list_files(deps, batch_id)
+        views.list_files(deps, batch_id)
 
 
 def test_files_are_paginated_in_entry_order_and_filtered(deps: Deps) -> None:
@@ -773,7 +769,7 @@ def test_files_are_paginated_in_entry_order_and_filtered(deps: Deps) -> None:
     # WHEN pages of two are read THEN every entry comes once, in order, and the last has no cursor
     pages, cursor = [], None
     while True:
-        page = services.list_files(deps, batch_id, cursor=cursor, limit=2)
+        page = views.list_files(deps, batch_id, cursor=cursor, limit=2)
         pages.append([i["name"] for i in page["items"]])
         cursor = page["nextCursor"]
         if cursor is None:
@@ -782,14 +778,14 @@ def test_files_are_paginated_in_entry_order_and_filtered(deps: Deps) -> None:
 
     # and filters pick the right entries
     def names_of(outcome: str) -> list[str]:
-        return [i["name"] for i in services.list_files(deps, batch_id, outcome=outcome)["items"]]
+        return [i["name"] for i in views.list_files(deps, batch_id, outcome=outcome)["items"]]
 
     assert names_of("not_linked") == ["a.pdf", "b.pdf"]
     assert names_of("failed") == ["b.pdf"]
     assert names_of("pending") == ["c.pdf", "d.pdf"]
     assert names_of("ignored") == ["notes.txt"]
     assert names_of("linked") == []
-    item = services.list_files(deps, batch_id, limit=1)["items"][0]
+    item = views.list_files(deps, batch_id, limit=1)["items"][0]
     assert (item["outcome"], item["reason"], item["kind"], item["attempts"]) == (
         "skipped_no_match",
         "no_email",
@@ -807,7 +803,7 @@ def test_bad_file_listing_parameters_are_invalid_input(
 ) -> None:
     report = stage(deps, [("a.pdf", text_pdf("x"))])
     with pytest.raises(InvalidInput, match=message):
-        services.list_files(deps, report.batch_id, **kwargs)
+        views.list_files(deps, report.batch_id, **kwargs)
 
 
 def test_file_listing_limit_is_clamped_between_1_and_1000(
@@ -822,19 +818,19 @@ def test_file_listing_limit_is_clamped_between_1_and_1000(
         return real(batch_id, after, limit, outcome)
 
     monkeypatch.setattr(ledger, "list_files", spy)
-    assert len(services.list_files(deps, report.batch_id, limit=0)["items"]) == 1
-    services.list_files(deps, report.batch_id, limit=10**6)
+    assert len(views.list_files(deps, report.batch_id, limit=0)["items"]) == 1
+    views.list_files(deps, report.batch_id, limit=10**6)
     assert asked == [2, 1001]  # one more than the page, to know whether another page follows
 
 
 def test_created_batch_ids_are_32_hex_unique_and_pending(deps: Deps) -> None:
     # WHEN batches are created through the API
-    bodies = [services.create_batch(deps) for _ in range(20)]
+    bodies = [batches.create_batch(deps) for _ in range(20)]
     # THEN ids are 32 lowercase hex, unique, each with a presigned POST for its own key
     ids = [b["batchId"] for b in bodies]
     assert all(re.fullmatch(r"[0-9a-f]{32}", i) for i in ids) and len(set(ids)) == 20
     assert all(b["upload"]["fields"]["key"] == f"uploads/{b['batchId']}.zip" == b["key"] for b in bodies)
-    status = services.batch_status(deps, ids[0])
+    status = views.batch_status(deps, ids[0])
     assert (status["status"], status["totalFiles"], status["percent"]) == ("PENDING", None, 0.0)
 
 
@@ -844,14 +840,14 @@ def test_a_batch_nobody_uploads_to_ends_failed_upload_expired_once_its_link_and_
     # GIVEN a batch created through POST /batches whose ZIP never arrives
     clock = deps.clock
     assert isinstance(clock, FakeClock)
-    batch_id = services.create_batch(deps)["batchId"]
+    batch_id = batches.create_batch(deps)["batchId"]
     # WHEN it is polled while the upload link (plus grace for an upload in flight) is still good
-    clock.advance(deps.settings.upload_url_expires_seconds + services.UPLOAD_GRACE_SECONDS - 1)
+    clock.advance(deps.settings.upload_url_expires_seconds + batches.UPLOAD_GRACE_SECONDS - 1)
     # THEN it is still waiting for its upload
-    assert services.batch_status(deps, batch_id)["status"] == "PENDING"
+    assert views.batch_status(deps, batch_id)["status"] == "PENDING"
     # WHEN it is polled after that, live counters still there or expired
     clock.advance(2)
-    status = services.batch_status(deps, batch_id)
+    status = views.batch_status(deps, batch_id)
     # THEN it has ended FAILED with a machine-readable reason, in Redis and in MySQL
     assert (status["status"], status["reason"]) == ("FAILED", "upload_expired")
     row = deps.ledger.get_batch(batch_id)

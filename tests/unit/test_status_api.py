@@ -8,7 +8,6 @@ from __future__ import annotations
 import functools
 import json
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -18,13 +17,12 @@ from fakes import FakeClock, FakeLedger, FakeProgress
 from fixtures import pdfs
 from fixtures.apigw import TEST_API_KEY, Context, api_event, header, load_handler
 from fixtures.openapi import SPEC_FILE, check_response
-from fixtures.pipeline import drain, fake_deps, process_all, receive_all, upload
+from fixtures.pipeline import drain, process_all, receive_all, upload
 from fixtures.zips import zipfile_zip as make_zip
-from pdfbatch import bootstrap, services
+from pdfbatch import bootstrap
 from pdfbatch.model import describe
-from pdfbatch.services import Deps
+from pdfbatch.services import Deps, staging, views
 
-BUCKET = "pdfbatch-api-unit"
 UNKNOWN = "0" * 32
 PROTECTED = [
     ("POST", "/batches", None),
@@ -47,15 +45,6 @@ class Answer:
 
     def header(self, name: str) -> str | None:
         return header(self.raw, name)
-
-
-@pytest.fixture()
-def deps(moto_aws: None) -> Iterator[Deps]:
-    """FakeLedger and FakeProgress on a still clock, moto S3 and SQS, the status handler wired to them."""
-    d = fake_deps(BUCKET, api_key=TEST_API_KEY)
-    bootstrap.override(d)
-    yield d
-    bootstrap.override(None)
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +158,7 @@ def test_a_batch_seen_through_the_api_matches_the_openapi_document(deps: Deps, s
             ("notes.txt", b"not a pdf"),
         ]
     )
-    services.stage_zip(deps, upload(deps, data, key=created.body["key"]))
+    staging.stage_zip(deps, upload(deps, data, key=created.body["key"]))
     # WHEN the files are processed, one second apart, and the API is asked along the way
     msgs = sorted(receive_all(deps), key=lambda m: m["index"])
     process_all(deps, msgs[:1])
@@ -230,14 +219,14 @@ def test_errors_match_the_openapi_document(
 
 
 def test_files_with_a_bad_filter_or_cursor_are_400(deps: Deps, status: Any) -> None:
-    report = services.stage_zip(deps, upload(deps, make_zip([("a.pdf", text_pdf("x"))])))
+    report = staging.stage_zip(deps, upload(deps, make_zip([("a.pdf", text_pdf("x"))])))
     for query in ({"outcome": "deleted"}, {"cursor": "abc"}):
         answer = call(status, "GET", f"/batches/{report.batch_id}/files", query)
         assert (answer.status, answer.body["error"]) == (400, "invalid_input")
 
 
 def test_a_failed_batch_says_why_in_a_sentence(deps: Deps, status: Any) -> None:
-    report = services.stage_zip(deps, upload(deps, b"PK\x03\x04 this is no zip"))
+    report = staging.stage_zip(deps, upload(deps, b"PK\x03\x04 this is no zip"))
     body = call(status, "GET", f"/batches/{report.batch_id}").body
     assert (body["status"], body["reason"], body["reasonText"]) == (
         "FAILED",
@@ -249,7 +238,7 @@ def test_a_failed_batch_says_why_in_a_sentence(deps: Deps, status: Any) -> None:
 def test_reason_counts_equal_the_ledger_after_the_counters_are_rebuilt(deps: Deps, status: Any) -> None:
     # GIVEN a batch half processed when its Redis hash expires
     entries = [(f"{i}.pdf", text_pdf("none") if i % 3 else b"junk") for i in range(9)]
-    report = services.stage_zip(deps, upload(deps, make_zip(entries)))
+    report = staging.stage_zip(deps, upload(deps, make_zip(entries)))
     msgs = sorted(receive_all(deps), key=lambda m: m["index"])
     process_all(deps, msgs[:4])
     assert isinstance(deps.progress, FakeProgress)
@@ -259,7 +248,7 @@ def test_reason_counts_equal_the_ledger_after_the_counters_are_rebuilt(deps: Dep
     drain(deps)
     # THEN the live per-reason counts are the ledger's
     body = call(status, "GET", f"/batches/{report.batch_id}").body
-    ledger = Counter(r.reason for r in services.iter_all_files(deps, report.batch_id))
+    ledger = Counter(r.reason for r in views.iter_all_files(deps, report.batch_id))
     assert body["source"] == "live" and body["status"] == "COMPLETED"
     assert body["reasons"] == dict(ledger) == {"no_email": 6, "malformed_pdf": 3}
     assert body["startedAt"] is not None

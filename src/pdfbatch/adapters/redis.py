@@ -3,6 +3,9 @@
 Every update is a Lua script, so "count this file once" is a single atomic step (no WATCH/MULTI
 retry loops) and the TTL is refreshed on every write. Keys carry the batch id as a hash tag, so
 both keys of a batch live on one slot of a Redis Cluster too.
+
+The hash's layout (field names, ``totalFiles`` -1 for "not known yet", ``reason:<r>`` counters,
+timestamps as seconds with three decimals) lives here only: callers get and give ``LiveProgress``.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from typing import Any
 import redis
 
 from pdfbatch.errors import DependencyUnavailable, ProgressMissing
+from pdfbatch.model import COUNTED_OUTCOMES
+from pdfbatch.ports import LiveProgress
 
 _COMPLETE_IF_DONE = """
 local function complete_if_done(key, now)
@@ -157,6 +162,59 @@ return {removed, redis.call('HGET', KEYS[1], 'status')}
 )
 
 
+_REASON = "reason:"  # prefix of the per-reason counters
+_NO_TOTAL = "-1"  # totalFiles before unzip has inspected the ZIP
+
+
+def live_progress(raw: Mapping[str, str]) -> LiveProgress:
+    """A progress hash as its typed value (absent counters read as 0, absent timestamps as None)."""
+    total = raw.get("totalFiles")
+    return LiveProgress(
+        status=raw.get("status"),
+        total_files=_counter(total) if total not in (None, "", _NO_TOTAL) else None,
+        processed=_counter(raw.get("processed")),
+        outcomes={o: _counter(raw.get(o)) for o in COUNTED_OUTCOMES},
+        reasons={k.removeprefix(_REASON): _counter(v) for k, v in raw.items() if k.startswith(_REASON)},
+        ignored=_counter(raw.get("ignored")),
+        unpacked=raw.get("unpacked") == "1",
+        reason=raw.get("reason"),
+        created_at=_stamp(raw.get("createdAt")),
+        updated_at=_stamp(raw.get("updatedAt")),
+        started_at=_stamp(raw.get("startedAt")),
+        unpacked_at=_stamp(raw.get("unpackedAt")),
+        completed_at=_stamp(raw.get("completedAt")),
+        first_done_at=_stamp(raw.get("firstDoneAt")),
+        rebuilt_at=_stamp(raw.get("rebuiltAt")),
+    )
+
+
+def hash_fields(live: LiveProgress) -> dict[str, str]:
+    """The hash fields that hold ``live`` (what ``rebuild`` writes); ``live_progress`` reads them back."""
+    fields = {
+        "totalFiles": str(live.total_files) if live.total_files is not None else _NO_TOTAL,
+        "unpacked": "1" if live.unpacked else "0",
+        "ignored": str(live.ignored),
+        "processed": str(live.processed),
+        **{o: str(live.outcomes.get(o, 0)) for o in COUNTED_OUTCOMES},
+        **{f"{_REASON}{r}": str(n) for r, n in live.reasons.items()},
+    }
+    if live.status:
+        fields["status"] = live.status
+    if live.reason:
+        fields["reason"] = live.reason
+    stamps = {
+        "createdAt": live.created_at,
+        "updatedAt": live.updated_at,
+        "startedAt": live.started_at,
+        "unpackedAt": live.unpacked_at,
+        "completedAt": live.completed_at,
+        "firstDoneAt": live.first_done_at,
+        "rebuiltAt": live.rebuilt_at,
+    }
+    fields.update({name: _ts(at) for name, at in stamps.items() if at})
+    return fields
+
+
 def progress_key(batch_id: str) -> str:
     """The hash holding a batch's live counters."""
     return f"pdfbatch:{{{batch_id}}}:progress"
@@ -219,22 +277,17 @@ class RedisProgress:
         """Mark the batch FAILED (unless already final)."""
         self._run(self._fail, batch_id, [reason, _ts(now), self.ttl])
 
-    def get(self, batch_id: str) -> dict[str, str] | None:
-        """The raw hash, or None."""
+    def get(self, batch_id: str) -> LiveProgress | None:
+        """The batch's counters, or None when the hash is missing."""
         try:
             data = self.client.hgetall(progress_key(batch_id))
         except redis.exceptions.RedisError as exc:
             raise DependencyUnavailable("redis", type(exc).__name__) from exc
-        return dict(data) if data else None
+        return live_progress(data) if data else None
 
-    def rebuild(
-        self,
-        batch_id: str,
-        fields: Mapping[str, str | int | float],
-        done: Sequence[int],
-        replace: bool = False,
-    ) -> bool:
+    def rebuild(self, batch_id: str, live: LiveProgress, done: Sequence[int], replace: bool = False) -> bool:
         """Recreate the hash and done set from a ledger snapshot unless the hash exists (or ``replace``)."""
+        fields = hash_fields(live)
         args: list[Any] = [self.ttl, len(fields), "1" if replace else "0"]
         for name, value in fields.items():
             args.extend([name, value])
@@ -258,3 +311,19 @@ class RedisProgress:
 
 def _ts(now: float) -> str:
     return f"{now:.3f}"
+
+
+def _counter(value: str | None) -> int:
+    # Only the scripts write counters (integers); a field that is absent, or unreadable, counts as 0.
+    try:
+        return int(float(value)) if value not in (None, "") else 0
+    except ValueError:
+        return 0
+
+
+def _stamp(value: str | None) -> float | None:
+    # A timestamp field: absent (not happened yet) or unreadable is None.
+    try:
+        return float(value) if value not in (None, "") else None
+    except ValueError:
+        return None

@@ -1,13 +1,26 @@
-"""S3 as the pipeline uses it: ranged reads of the ZIP, staging writes, server-side copies, presigned POST."""
+"""S3 as the pipeline uses it: ranged reads of the ZIP, staging writes, server-side copies, presigned POST.
+
+``RangedReader`` is how the ZIP is read without holding it: a seekable file over ranged GETs.
+"""
 
 from __future__ import annotations
 
+import errno
 import io
-from typing import IO, Any
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from pdfbatch.errors import DependencyUnavailable, NotFound
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
+
+DEFAULT_BLOCK_SIZE = 4 * 1024 * 1024
+
+Fetch = Callable[[int, int], bytes]
+"""``fetch(start, end_inclusive) -> bytes``: exactly ``end_inclusive - start + 1`` bytes."""
 
 _MISSING = {"NoSuchKey", "404", "NotFound", "NoSuchBucket"}
 
@@ -37,8 +50,6 @@ class S3Store:
 
     def open_reader(self, bucket: str, key: str, size: int | None = None) -> IO[bytes]:
         """A seekable, buffered reader that fetches byte ranges on demand."""
-        from pdfbatch.archive import RangedReader
-
         if size is None:
             size = self.head_size(bucket, key)
 
@@ -99,3 +110,138 @@ class S3Store:
             )
         except (ClientError, BotoCoreError) as exc:
             raise _translate(exc) from exc
+
+
+class RangedReader(io.RawIOBase):
+    """A seekable, read-only file over ``fetch(start, end_inclusive)`` of an object of known size.
+
+    Small reads fetch a whole block (read-ahead) from the current position, clamped to the end of
+    the object, and at most ``max_blocks`` blocks are kept, least recently used dropped first; a read
+    of a block or more goes straight into the caller's buffer, one block-sized request at a time.
+    So memory stays at ``max_blocks * block_size`` whatever the object size. ``requests`` and
+    ``bytes_fetched`` count what was asked of ``fetch``. Not thread-safe (``zipfile`` serialises
+    access to its file under a lock).
+    """
+
+    def __init__(
+        self, fetch: Fetch, size: int, *, block_size: int = DEFAULT_BLOCK_SIZE, max_blocks: int = 2
+    ) -> None:
+        super().__init__()
+        if size < 0 or block_size <= 0 or max_blocks <= 0:
+            raise ValueError("size must be >= 0, block_size and max_blocks > 0")
+        self._fetch = fetch
+        self._size = size
+        self._block_size = block_size
+        self._max_blocks = max_blocks
+        self._blocks: list[tuple[int, bytes]] = []  # (start, data), most recently used last
+        self._pos = 0
+        self.requests = 0
+        self.bytes_fetched = 0
+
+    @property
+    def size(self) -> int:
+        """Size of the object in bytes."""
+        return self._size
+
+    def readable(self) -> bool:
+        """Always true."""
+        return True
+
+    def seekable(self) -> bool:
+        """Always true."""
+        return True
+
+    def tell(self) -> int:
+        """Current position."""
+        self._checkClosed()
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET, /) -> int:
+        """Move the position; like a real file, beyond the end is allowed and negative is OSError."""
+        self._checkClosed()
+        if whence == io.SEEK_SET:
+            pos = offset
+        elif whence == io.SEEK_CUR:
+            pos = self._pos + offset
+        elif whence == io.SEEK_END:
+            pos = self._size + offset
+        else:
+            raise ValueError(f"invalid whence {whence!r}")
+        if pos < 0:
+            # zipfile relies on OSError here (it probes for records before the start of the file).
+            raise OSError(errno.EINVAL, "negative seek position")
+        self._pos = pos
+        return pos
+
+    def readinto(self, buffer: Buffer) -> int:
+        """Fill ``buffer`` from the current position; short only at the end of the object."""
+        self._checkClosed()
+        with memoryview(buffer) as raw, raw.cast("B") as view:
+            want = max(0, min(len(view), self._size - self._pos))
+            done = 0
+            while done < want:
+                pos = self._pos + done
+                block = self._cached(pos)
+                if block is None:
+                    if want - done >= self._block_size:
+                        n = self._block_size
+                        view[done : done + n] = self._get(pos, n)
+                        done += n
+                        continue
+                    block = self._load(pos)
+                start, data = block
+                n = min(len(data) - (pos - start), want - done)
+                view[done : done + n] = memoryview(data)[pos - start : pos - start + n]
+                done += n
+        self._pos += done
+        return done
+
+    def read(self, size: int | None = -1, /) -> bytes:
+        """Read up to ``size`` bytes (all that is left when negative or None)."""
+        self._checkClosed()
+        left = max(0, self._size - self._pos)
+        n = left if size is None or size < 0 else min(size, left)
+        if n == 0:
+            return b""
+        block = self._cached(self._pos)
+        if block is not None and self._pos + n <= block[0] + len(block[1]):
+            off = self._pos - block[0]
+            self._pos += n
+            return block[1][off : off + n]
+        buf = bytearray(n)
+        got = self.readinto(buf)
+        del buf[got:]
+        return bytes(buf)
+
+    def readall(self) -> bytes:
+        """Read to the end of the object."""
+        return self.read(-1)
+
+    def close(self) -> None:
+        """Drop the cached blocks."""
+        self._blocks.clear()
+        super().close()
+
+    def _cached(self, pos: int) -> tuple[int, bytes] | None:
+        for i, block in enumerate(self._blocks):
+            if block[0] <= pos < block[0] + len(block[1]):
+                if i != len(self._blocks) - 1:
+                    self._blocks.append(self._blocks.pop(i))
+                return block
+        return None
+
+    def _load(self, pos: int) -> tuple[int, bytes]:
+        if len(self._blocks) >= self._max_blocks:
+            self._blocks.pop(0)  # before fetching, so max_blocks is a bound even mid-request
+        block = (pos, self._get(pos, min(self._block_size, self._size - pos)))
+        self._blocks.append(block)
+        return block
+
+    def _get(self, start: int, n: int) -> bytes:
+        data = self._fetch(start, start + n - 1)
+        self.requests += 1
+        self.bytes_fetched += len(data)
+        if len(data) != n:
+            # The object changed or the store misbehaved: a fresh attempt can fix it.
+            raise DependencyUnavailable("object store", f"range {start}+{n} returned {len(data)} bytes")
+        return data

@@ -1,4 +1,5 @@
-"""The work queue: one message per staged PDF, sent ten at a time."""
+"""The work queue (one message per staged PDF, sent ten at a time; visibility changed to back off or
+release a message) and its dead-letter queue, as `pdfbatch dlq` lists and redrives it."""
 
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.model import FileTask
 from pdfbatch.ports import DeadLetter
 
-_ATTEMPTS = 5
+_ATTEMPTS = 5  # sends of the entries SendMessageBatch refused (the call itself is retried by botocore)
 
 
 class SqsQueue:
-    """WorkQueue over a boto3 SQS client; entries SQS refuses are re-sent, then the call fails."""
+    """WorkQueue over a boto3 SQS client; entries a SendMessageBatch refused are re-sent, then it fails."""
 
     def __init__(self, client: Any, queue_url: str, sleep: Any = time.sleep) -> None:
         self.client = client
@@ -25,12 +26,12 @@ class SqsQueue:
         self._sleep = sleep
 
     def send_tasks(self, tasks: Sequence[FileTask]) -> None:
-        """Send every task; raise DependencyUnavailable if some are still refused after retries."""
+        """Send every task; raise DependencyUnavailable if some are still refused after re-sending them."""
         for start in range(0, len(tasks), 10):
             self._send_ten(tasks[start : start + 10])
 
-    def retry_later(self, receipt_handle: str, delay_seconds: int) -> None:
-        """Hide a received message for ``delay_seconds`` more (SQS caps visibility at 12 hours)."""
+    def change_visibility(self, receipt_handle: str, delay_seconds: int) -> None:
+        """Hide a received message for ``delay_seconds`` more (0: visible now; SQS caps it at 12 hours)."""
         try:
             self.client.change_message_visibility(
                 QueueUrl=self.queue_url,
@@ -51,10 +52,8 @@ class SqsQueue:
             try:
                 response = self.client.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
             except (ClientError, BotoCoreError) as exc:
-                if attempt == _ATTEMPTS - 1:
-                    raise DependencyUnavailable("sqs", type(exc).__name__) from exc
-                self._sleep(0.1 * 2**attempt)
-                continue
+                # The client's own retries (botocore's standard mode, see bootstrap) are spent already.
+                raise DependencyUnavailable("sqs", type(exc).__name__) from exc
             # SendMessageBatch answers 200 even when some entries were refused.
             failed = response.get("Failed") or []
             sender_faults = [f for f in failed if f.get("SenderFault")]

@@ -1,0 +1,253 @@
+"""process_pdf's use case: one staged PDF to exactly one recorded, counted outcome; and what a failed
+delivery does (``on_failed_attempt``: back off with jitter, or give up on the last receive so the
+batch still finishes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import random
+import time
+from collections.abc import Callable, Mapping
+
+from pdfbatch import metrics
+from pdfbatch.config import Settings
+from pdfbatch.errors import DependencyUnavailable, NotFound, PdfRejected
+from pdfbatch.logs import logger
+from pdfbatch.model import FileResult, FileTask, Outcome, Reason, final_key
+from pdfbatch.ports import FileRow
+from pdfbatch.services import tally
+from pdfbatch.services.deps import Deps
+
+
+def process_file(deps: Deps, task: FileTask) -> FileRow | None:
+    """Read, match and link one staged PDF; record and count its outcome exactly once.
+
+    Safe to run twice, concurrently, or after a crash at any point: the link and its ledger record
+    are one MySQL transaction, the final key is derived from user and content, and counting is a
+    set-guarded Lua script.
+    """
+    s = deps.settings
+    logger.append_keys(batch_id=task.batch_id, file_index=task.index)
+    row = deps.ledger.get_file(task.batch_id, task.index)
+    if row is None:
+        logger.warning("no ledger row for this message; dropped")
+        return None
+    if row.outcome is not None:
+        # Redelivery (or a crash after recording): make sure it is counted, change nothing else.
+        tally.count(deps, row)
+        logger.info("already recorded; redelivery counted once", extra={"outcome": row.outcome})
+        return row
+    started = time.monotonic()
+    attempt = deps.ledger.begin_attempt(task.batch_id, task.index)
+    timings: dict[str, float] = {}
+
+    t = time.monotonic()
+    try:
+        data = deps.store.get_bytes(task.bucket, task.staging_key)
+    except NotFound:
+        return _finish(deps, task, FileResult(Outcome.FAILED, Reason.MISSING_OBJECT), started)
+    timings["download"] = time.monotonic() - t
+    sha = hashlib.sha256(data).hexdigest()
+
+    # Imported here, not at the top: unzip and status never parse a PDF, and pypdf, pypdfium2 and
+    # cryptography cost ~20 MB of resident memory in every execution environment that loads them.
+    from pdfbatch import pdf
+
+    try:
+        scan = pdf.scan(
+            data,
+            deps.users.find_by_emails,
+            max_pages=s.limits.max_pages,
+            budget_seconds=s.limits.file_budget_seconds,
+        )
+    except PdfRejected as exc:
+        timings["extract"] = time.monotonic() - t - timings["download"]
+        return _finish(
+            deps, task, FileResult(Outcome.FAILED, exc.reason, sha256=sha, detail=timings), started
+        )
+    timings["validate"] = getattr(scan, "validate_seconds", 0.0)
+    timings["extract"] = scan.extract_seconds
+    timings["match"] = scan.lookup_seconds
+    timings["pages"] = float(scan.pages_read)
+
+    if scan.reason != Reason.MATCHED or scan.match is None:
+        result = FileResult(Outcome.SKIPPED_NO_MATCH, str(scan.reason), sha256=sha, detail=timings)
+        return _finish(deps, task, result, started)
+
+    user = scan.match
+    if user.pdf_url:
+        if attempt > 1:
+            # An earlier delivery may have copied and died before linking, and another file linked
+            # this user meanwhile: that copy is ours to remove (its key is derived from user and content).
+            _drop_copy_unless_linked(deps, task.bucket, final_key(user.id, sha), user.pdf_url)
+        result = FileResult(
+            Outcome.SKIPPED_ALREADY_EXISTS, Reason.ALREADY_LINKED, user_id=user.id, sha256=sha, detail=timings
+        )
+        return _finish(deps, task, result, started)
+
+    key = final_key(user.id, sha)
+    url = s.pdf_url(key)
+    t = time.monotonic()
+    deps.store.copy(task.bucket, task.staging_key, key)
+    timings["copy"] = time.monotonic() - t
+    t = time.monotonic()
+    linked = FileResult(
+        Outcome.LINKED, Reason.MATCHED, user_id=user.id, final_key=key, sha256=sha, detail=timings
+    )
+    won = deps.ledger.link(task.batch_id, task.index, user.id, url, linked)
+    timings["update"] = time.monotonic() - t
+    if won:
+        # The row as link() wrote it, without reading it back (a linked row is never reopened);
+        # finished_at is this process's clock, the ledger's differs by the write's duration.
+        stored = dataclasses.replace(
+            row,
+            outcome=str(linked.outcome),
+            reason=str(linked.reason),
+            user_id=user.id,
+            final_key=key,
+            sha256=sha,
+            attempts=attempt,
+            finished_at=deps.clock(),
+            timings=dict(timings),
+        )
+        t = time.monotonic()
+        tally.count(deps, stored)
+        timings["count"] = time.monotonic() - t
+        timings["total"] = time.monotonic() - started
+        _keep_timings(deps, stored, timings)
+        logger.info(
+            "file processed",
+            extra={
+                "outcome": stored.outcome,
+                "reason": stored.reason,
+                "attempt": attempt,
+                "timings_ms": _ms(timings),
+            },
+        )
+        return stored
+    # Someone else linked this user (another file, or another delivery of this one). Remove our
+    # copy unless it is the very object the user now points at (identical PDFs share a key).
+    _drop_copy_unless_linked(deps, task.bucket, key, deps.users.pdf_url_of(user.id))
+    result = FileResult(
+        Outcome.SKIPPED_ALREADY_EXISTS, Reason.ALREADY_LINKED, user_id=user.id, sha256=sha, detail=timings
+    )
+    return _finish(deps, task, result, started)
+
+
+def _drop_copy_unless_linked(deps: Deps, bucket: str, key: str, current_url: str | None) -> None:
+    """Delete our copy at ``key`` unless the user's pdf_url points at it.
+
+    Safe against a concurrent link: only called once the user has a pdf_url, and pdfbatch only links
+    users whose pdf_url is empty, so no one can link ``key`` afterwards.
+    """
+    if current_url != deps.settings.pdf_url(key):
+        deps.store.delete(bucket, key)
+        logger.info("unlinked copy removed")
+
+
+def _finish(deps: Deps, task: FileTask, result: FileResult, started: float) -> FileRow:
+    # tally.record_and_count, its two steps timed apart (update, count) for the file's stage timings.
+    timings = dict(result.detail)
+    t = time.monotonic()
+    stored = deps.ledger.record(task.batch_id, task.index, result)
+    timings["update"] = time.monotonic() - t
+    tally.count(deps, stored)
+    timings["count"] = time.monotonic() - t - timings["update"]
+    timings["total"] = time.monotonic() - started
+    if (stored.outcome, stored.reason) == (result.outcome, result.reason):
+        _keep_timings(deps, stored, timings)
+    logger.info(
+        "file processed",
+        extra={"outcome": stored.outcome, "reason": stored.reason, "timings_ms": _ms(timings)},
+    )
+    return stored
+
+
+def _keep_timings(deps: Deps, stored: FileRow, timings: Mapping[str, float]) -> None:
+    # The ledger row was written before its own write could be timed: store the full timings now
+    # (what `pdfbatch report` reads), and emit them as metrics once, for the invocation that recorded it.
+    metrics.file_recorded(stored.outcome or "", stored.reason or "", timings)
+    try:
+        deps.ledger.set_timings(stored.batch_id, stored.index, timings)
+    except DependencyUnavailable as exc:
+        # The outcome is recorded and counted already: a redelivery for timings would be waste.
+        logger.warning("stage timings not stored", extra={"dependency": exc.dependency})
+
+
+def _ms(timings: Mapping[str, float]) -> dict[str, float]:
+    # Per-file stage timings for the log line (the ledger's copy is written before counting).
+    return {k: round(v * 1000, 2) if k != "pages" else v for k, v in timings.items()}
+
+
+def give_up(deps: Deps, task: FileTask, reason: str = Reason.GAVE_UP) -> FileRow | None:
+    """Last delivery failed too: record the file failed so its batch still finishes."""
+    row = deps.ledger.get_file(task.batch_id, task.index)
+    if row is None:
+        return None
+    stored = tally.record_and_count(deps, task.batch_id, task.index, FileResult(Outcome.FAILED, reason))
+    if stored.reason == reason:
+        metrics.file_recorded(stored.outcome or "", stored.reason, {})
+    logger.error("file given up after repeated failures", extra={"outcome": stored.outcome})
+    return stored
+
+
+def retry_delay(settings: Settings, receive_count: int, rng: Callable[[], float] = random.random) -> int:
+    """Seconds before a failed message is seen again: doubling per receive from the base, capped.
+
+    Equal jitter (half fixed, half random): messages that failed together (MySQL down) come back
+    spread out, and never sooner than half the step, so an outage is waited out rather than hammered.
+    """
+    doublings = min(max(receive_count - 1, 0), 30)
+    ceiling = min(settings.retry_max_seconds, settings.retry_base_seconds * 2**doublings)
+    return int(ceiling / 2 + rng() * ceiling / 2)
+
+
+def retry_later(
+    deps: Deps, receipt_handle: str, receive_count: int, rng: Callable[[], float] = random.random
+) -> int | None:
+    """Back off a failed work message (ChangeMessageVisibility); return the delay, None if not applied."""
+    if deps.queue is None:
+        logger.warning("no work queue configured (PDFBATCH_QUEUE_URL); retry without backoff")
+        return None
+    delay = retry_delay(deps.settings, receive_count, rng)
+    try:
+        deps.queue.change_visibility(receipt_handle, delay)
+    except DependencyUnavailable as exc:
+        # The message still comes back, after the queue's visibility timeout instead.
+        logger.warning("backoff not applied", extra={"dependency": exc.dependency, "error": str(exc)})
+        return None
+    logger.info("message will be retried", extra={"delay_seconds": delay, "receive_count": receive_count})
+    return delay
+
+
+def dead_letter_now(deps: Deps, receipt_handle: str) -> None:
+    """After a failed last receive: visible again now, so SQS moves it to the DLQ at its next receive.
+
+    Without this it would wait out the queue's visibility timeout first (the file is already recorded).
+    """
+    if deps.queue is None:
+        logger.warning("no work queue configured (PDFBATCH_QUEUE_URL); the DLQ gets it after the timeout")
+        return
+    try:
+        deps.queue.change_visibility(receipt_handle, 0)
+    except DependencyUnavailable as exc:
+        logger.warning("message not released to the DLQ early", extra={"dependency": exc.dependency})
+
+
+def on_failed_attempt(deps: Deps, task: FileTask, receipt_handle: str, receive_count: int) -> None:
+    """A delivery of ``task`` raised: back it off, or on its last receive record it failed/gave_up.
+
+    Call it while handling the error, then re-raise: anything a retry may fix propagates, so SQS
+    redelivers. On the last receive the file is recorded failed/gave_up, so its batch still finishes,
+    and the message still fails, so SQS moves it to the DLQ, from where `pdfbatch dlq --redrive` can
+    run it again once fixed.
+    """
+    if receive_count < deps.settings.max_receive_count:
+        logger.exception("file attempt failed; will be retried", extra={"receive_count": receive_count})
+        retry_later(deps, receipt_handle, receive_count)  # exponential backoff
+        return
+    logger.exception("file failed on its last delivery", extra={"receive_count": receive_count})
+    give_up(deps, task)
+    dead_letter_now(deps, receipt_handle)

@@ -1,0 +1,216 @@
+"""unzip's use case: inspect an uploaded ZIP, register every entry, stage each PDF and queue it.
+
+Idempotent per batch: a duplicate notification, or S3's retry after a crash, re-stages only the
+entries without an outcome, and a batch already unpacked (or final) is left as it is.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from pdfbatch import archive, metrics
+from pdfbatch.errors import ArchiveRejected, EntryRejected, InvalidInput, NotFound
+from pdfbatch.logs import logger
+from pdfbatch.model import (
+    FINAL_STATUSES,
+    IGNORED,
+    BatchReason,
+    BatchStatus,
+    FileResult,
+    FileTask,
+    Outcome,
+    staging_key,
+)
+from pdfbatch.ports import NewEntry
+from pdfbatch.services import batches, tally
+from pdfbatch.services.batches import Upload
+from pdfbatch.services.deps import Deps
+
+# Staging uploads in flight are capped by bytes too, so memory stays flat whatever the entry sizes.
+STAGE_INFLIGHT_BYTES = 32 * 1024 * 1024
+
+
+@dataclass
+class StageReport:
+    """What one unzip run did (for logs and tests)."""
+
+    batch_id: str
+    status: str
+    total_files: int = 0
+    ignored: int = 0
+    staged: int = 0
+    rejected: int = 0
+    skipped_done: int = 0
+    duplicate: bool = False
+    reason: str | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def stage_zip(deps: Deps, upload: Upload) -> StageReport:
+    """Inspect the ZIP, register every entry, stage each PDF and queue it; idempotent per batch."""
+    s = deps.settings
+    batch_id, source = batches.resolve_batch(deps, upload)
+    logger.append_keys(batch_id=batch_id)
+    t0 = time.monotonic()
+    batch = deps.ledger.create_batch(batch_id, upload.bucket, upload.key, source, BatchStatus.PROCESSING)
+    if batch.status in FINAL_STATUSES:
+        logger.info("batch already final; duplicate notification ignored", extra={"status": batch.status})
+        return StageReport(batch_id, batch.status, duplicate=True)
+    if batch.unpacked_at is not None and batch.total_files is not None:
+        # An earlier run staged and queued every entry: a duplicate (even one arriving after the ZIP
+        # was deleted) changes nothing. It only re-marks Redis, in case that run died just before.
+        status = tally.mark_unpacked(deps, batch_id, batch.total_files)
+        logger.info("batch already unpacked; duplicate notification ignored", extra={"status": status})
+        return StageReport(batch_id, status, total_files=batch.total_files, duplicate=True)
+
+    try:
+        size = upload.size if upload.size is not None else deps.store.head_size(upload.bucket, upload.key)
+        reader = deps.store.open_reader(upload.bucket, upload.key, size)  # reads nothing yet
+        opened = archive.open_archive(reader, s.limits, size=size)  # the one ZIP size check
+    except ArchiveRejected as exc:
+        tally.fail_batch(deps, batch_id, exc.reason)
+        logger.warning("zip rejected", extra={"reason": exc.reason})
+        return StageReport(batch_id, BatchStatus.FAILED, reason=exc.reason)
+    except NotFound:
+        tally.fail_batch(deps, batch_id, BatchReason.ZIP_MISSING)
+        logger.warning("zip rejected", extra={"reason": BatchReason.ZIP_MISSING})
+        return StageReport(batch_id, BatchStatus.FAILED, reason=BatchReason.ZIP_MISSING)
+
+    plan = opened.plan
+    report = StageReport(
+        batch_id, BatchStatus.PROCESSING, total_files=plan.total_files, ignored=len(plan.ignored)
+    )
+    report.seconds["inspect"] = time.monotonic() - t0
+    now = deps.clock()
+    if batch.total_files is not None:
+        # A re-run whose hash expired: init_batch would recreate it at zero while the ledger already
+        # holds outcomes that are never re-sent (so never counted again); rebuild it from the ledger.
+        tally.restore_if_expired(deps, batch_id)
+    # totalFiles is recorded before any message is sent: no worker can finish a half-unpacked batch.
+    deps.progress.init_batch(
+        batch_id, BatchStatus.PROCESSING, plan.total_files, now, ignored=len(plan.ignored)
+    )
+    deps.ledger.start_batch(batch_id, plan.total_files, len(plan.ignored))
+    deps.ledger.add_entries(
+        batch_id,
+        (
+            NewEntry(
+                index=e.index,
+                name=e.name,
+                kind=e.kind,
+                size=e.file_size,
+                outcome=IGNORED if e.kind != "pdf" else None,
+                reason=str(e.reason) if e.kind != "pdf" and e.reason else None,
+            )
+            for e in plan.entries
+        ),
+    )
+    done = set(deps.ledger.done_indices(batch_id))
+    report.skipped_done = len(done)
+    with opened:
+        for entry in plan.pdf_entries:
+            if entry.reason is not None and entry.index not in done:
+                # Refused at inspection (too large, encrypted, ...): never inflated.
+                tally.record_and_count(
+                    deps, batch_id, entry.index, FileResult(Outcome.FAILED, str(entry.reason))
+                )
+                report.rejected += 1
+        todo = [e for e in plan.pdf_entries if e.reason is None and e.index not in done]
+        t1 = time.monotonic()
+        with _Stager(deps, batch_id, upload.bucket) as stager:
+            for entry in todo:
+                try:
+                    data = opened.read(entry)
+                except EntryRejected as exc:
+                    tally.record_and_count(
+                        deps, batch_id, entry.index, FileResult(Outcome.FAILED, exc.reason)
+                    )
+                    report.rejected += 1
+                    continue
+                stager.submit(entry.index, data)
+                report.staged += 1
+        report.seconds["stage"] = time.monotonic() - t1
+
+    # MySQL first: unpacked_at is what makes a later duplicate a no-op, and that no-op re-marks Redis.
+    deps.ledger.mark_unpacked(batch_id)
+    report.status = tally.mark_unpacked(deps, batch_id, plan.total_files)
+    report.seconds["total"] = time.monotonic() - t0
+    metrics.zip_unpacked(report.staged, report.rejected, report.seconds)
+    logger.info(
+        "zip unpacked",
+        extra={
+            "total_files": report.total_files,
+            "ignored": report.ignored,
+            "staged": report.staged,
+            "rejected": report.rejected,
+            "already_done": report.skipped_done,
+            "seconds": {k: round(v, 3) for k, v in report.seconds.items()},
+        },
+    )
+    return report
+
+
+class _Stager:
+    """Parallel staging uploads with bounded bytes in flight; messages go out ten at a time."""
+
+    def __init__(self, deps: Deps, batch_id: str, bucket: str) -> None:
+        if deps.queue is None:
+            raise InvalidInput("unzip needs a work queue (PDFBATCH_QUEUE_URL)")
+        self.deps = deps
+        self.queue = deps.queue
+        self.batch_id = batch_id
+        self.bucket = bucket
+        self.pool = ThreadPoolExecutor(max_workers=max(1, deps.settings.stage_workers))
+        self.cond = threading.Condition()
+        self.inflight = 0
+        self.ready: list[FileTask] = []
+        self.futures: list[Future[None]] = []
+        self.error: BaseException | None = None
+
+    def __enter__(self) -> _Stager:
+        return self
+
+    def submit(self, index: int, data: bytes) -> None:
+        """Queue one staging upload, waiting while too many bytes are in flight."""
+        size = len(data)
+        with self.cond:
+            while self.inflight > 0 and self.inflight + size > STAGE_INFLIGHT_BYTES and self.error is None:
+                self.cond.wait()
+            if self.error is not None:
+                raise self.error
+            self.inflight += size
+        self.futures.append(self.pool.submit(self._put, index, data))
+
+    def _put(self, index: int, data: bytes) -> None:
+        key = staging_key(self.batch_id, index)
+        try:
+            self.deps.store.put_bytes(self.bucket, key, data, "application/pdf")
+            task = FileTask(self.batch_id, index, key, self.bucket)
+            batch: list[FileTask] = []
+            with self.cond:
+                self.ready.append(task)
+                if len(self.ready) >= 10:
+                    batch, self.ready = self.ready[:10], self.ready[10:]
+            if batch:
+                self.queue.send_tasks(batch)
+        except BaseException as exc:
+            with self.cond:
+                self.error = self.error or exc
+            raise
+        finally:
+            with self.cond:
+                self.inflight -= len(data)
+                self.cond.notify_all()
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.pool.shutdown(wait=True)
+        if exc is None and self.error is None:
+            if self.ready:
+                self.queue.send_tasks(self.ready)
+                self.ready = []
+        if exc is None and self.error is not None:
+            raise self.error

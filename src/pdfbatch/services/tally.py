@@ -1,0 +1,162 @@
+"""Counted once, completes once, the ledger wins: the one place those rules live.
+
+- A file's outcome is recorded in the ledger first (``Ledger.record`` keeps the first outcome), then
+  counted in the live counters; counting is guarded by a set of counted indices (the Lua scripts of
+  adapters/redis.py), so a redelivery, a re-run or a redrive counts a file at most once.
+- A batch completes once: the counters say when every file is counted, ``complete`` checks that
+  against the ledger before the summary is written, and the ledger keeps the first final status.
+- The ledger wins: counters that expired or disagree with it are rebuilt from one consistent read
+  of it, never from what the counters said before.
+
+Every use case (staging, processing, views, operations) changes counters and batch endings through
+here; this module imports no sibling use case.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pdfbatch.errors import NotFound, ProgressMissing
+from pdfbatch.logs import logger
+from pdfbatch.model import COUNTED_OUTCOMES, FINAL_STATUSES, BatchReason, BatchStatus, FileResult
+from pdfbatch.ports import BatchRow, FileRow, LiveProgress
+from pdfbatch.services.deps import Deps
+
+
+def record_and_count(deps: Deps, batch_id: str, index: int, result: FileResult) -> FileRow:
+    """Record an outcome unless one is recorded already, then count what the ledger holds."""
+    stored = deps.ledger.record(batch_id, index, result)
+    count(deps, stored)
+    return stored
+
+
+def count(deps: Deps, row: FileRow) -> None:
+    """Count a recorded outcome once; finish the batch when it was the last one."""
+    assert row.outcome is not None and row.reason is not None
+    try:
+        _, status = deps.progress.count(row.batch_id, row.index, row.outcome, row.reason, deps.clock())
+    except ProgressMissing:
+        # The hash expired mid-batch: rebuild it from the ledger (which already holds this row).
+        rebuild_progress(deps, row.batch_id)
+        _, status = deps.progress.count(row.batch_id, row.index, row.outcome, row.reason, deps.clock())
+    if status == BatchStatus.COMPLETED:
+        complete(deps, row.batch_id)
+
+
+def complete(deps: Deps, batch_id: str) -> str:
+    """Redis has counted every file: write the summary, unless the ledger disagrees with the counters.
+
+    They can only disagree after a crash in a narrow window (a retry that reopened a file in MySQL but
+    died before un-counting it in Redis). The ledger is the truth: Redis is rebuilt from it, and if a
+    file is still without an outcome the batch stays PROCESSING until that file's own count ends it.
+    """
+    counts = deps.ledger.outcome_counts(batch_id)
+    batch = deps.ledger.get_batch(batch_id)
+    total = batch.total_files if batch is not None else None
+    live = deps.progress.get(batch_id)
+    seen = {**live.outcomes, "processed": live.processed} if live is not None else {}
+    drifted = [k for k in (*COUNTED_OUTCOMES, "processed") if seen.get(k, 0) != counts.get(k, 0)]
+    done = total is not None and counts["processed"] >= total
+    if drifted or not done:
+        logger.error("live counters disagreed with the ledger; rebuilt from it", extra={"drifted": drifted})
+        rebuild_progress(deps, batch_id, replace=True)
+        if not done:
+            return BatchStatus.PROCESSING
+    deps.ledger.finish_batch(batch_id, BatchStatus.COMPLETED, counts, None)
+    logger.info("batch finished", extra={"status": BatchStatus.COMPLETED, "counts": counts})
+    return BatchStatus.COMPLETED
+
+
+def rebuild_progress(deps: Deps, batch_id: str, replace: bool = False) -> None:
+    """Recreate the live counters from one consistent read of the ledger (``replace``: even if live)."""
+    batch = deps.ledger.get_batch(batch_id)
+    if batch is None:
+        raise NotFound(batch_id)
+    # One read for counts and indices: two reads would let a file recorded in between be in the done
+    # set but not in the counts, and its own count() would then never add it (the batch never ends).
+    done = deps.ledger.done_files(batch_id)
+    outcomes: dict[str, int] = {o: 0 for o in COUNTED_OUTCOMES}
+    reasons: dict[str, int] = {}
+    for f in done:
+        outcomes[f.outcome] = outcomes.get(f.outcome, 0) + 1
+        reasons[f.reason] = reasons.get(f.reason, 0) + 1
+    status = batch.status if batch.status != BatchStatus.PENDING else BatchStatus.PROCESSING
+    if replace:  # re-syncing live counters the ledger disagreed with: the ledger says whether it is done
+        done_all = batch.total_files is not None and len(done) >= batch.total_files
+        status = BatchStatus.COMPLETED if done_all else BatchStatus.PROCESSING
+    finished = [f.finished_at for f in done if f.finished_at]
+    now = deps.clock()
+    live = LiveProgress(
+        status=status,
+        total_files=batch.total_files,
+        processed=len(done),
+        outcomes=outcomes,
+        reasons=reasons,
+        ignored=batch.ignored_files,
+        unpacked=bool(batch.unpacked_at),
+        reason=batch.reason or None,
+        created_at=batch.created_at,
+        updated_at=now,
+        started_at=batch.started_at or None,
+        unpacked_at=batch.unpacked_at or None,
+        completed_at=batch.completed_at if batch.status in FINAL_STATUSES else None,
+        # The rate (and ETA) stays an average over the whole batch, not over the files since the rebuild.
+        first_done_at=min(finished) if finished else None,
+        rebuilt_at=now,
+    )
+    rebuilt = deps.progress.rebuild(batch_id, live, [f.index for f in done], replace=replace)
+    logger.warning("progress rebuilt from the ledger", extra={"rebuilt": rebuilt})
+
+
+def restore_if_expired(deps: Deps, batch_id: str) -> None:
+    """Rebuild the live counters from the ledger if they have expired (they never go back to zero)."""
+    if deps.progress.get(batch_id) is None:
+        rebuild_progress(deps, batch_id)
+
+
+def mark_unpacked(deps: Deps, batch_id: str, total_files: int) -> str:
+    """Every entry is staged or recorded: the batch may complete (returns its status)."""
+    try:
+        status = deps.progress.mark_unpacked(batch_id, total_files, deps.clock())
+    except ProgressMissing:
+        rebuild_progress(deps, batch_id)
+        status = deps.progress.mark_unpacked(batch_id, total_files, deps.clock())
+    if status == BatchStatus.COMPLETED:
+        status = complete(deps, batch_id)
+    return status
+
+
+def uncount(deps: Deps, batch_id: str, row: FileRow) -> None:
+    """Take a reopened file's outcome back out of the live counters (once: the done set guards it)."""
+    assert row.outcome is not None and row.reason is not None
+    try:
+        deps.progress.uncount(batch_id, row.index, row.outcome, row.reason, deps.clock())
+    except ProgressMissing:
+        # Expired: rebuilt from the ledger, where the row is already open, so only the status moves.
+        rebuild_progress(deps, batch_id)
+        deps.progress.uncount(batch_id, row.index, row.outcome, row.reason, deps.clock())
+
+
+def fail_batch(deps: Deps, batch_id: str, reason: BatchReason) -> None:
+    """The ZIP as a whole cannot be processed: FAILED with a reason, in Redis and MySQL."""
+    deps.progress.fail(batch_id, reason, deps.clock())
+    write_summary(deps, batch_id, BatchStatus.FAILED, reason)
+
+
+def complete_from_ledger(deps: Deps, batch: BatchRow, counts: Mapping[str, int]) -> bool:
+    """With no live counters left, the ledger alone ends a batch whose every file has an outcome.
+
+    That happens when the summary write of the last count was lost (MySQL failed on every delivery of
+    that message, and Redis then expired). Returns True when it wrote the summary.
+    """
+    if not (batch.unpacked_at and batch.total_files is not None and counts["processed"] >= batch.total_files):
+        return False
+    write_summary(deps, batch.batch_id, BatchStatus.COMPLETED, None)
+    return True
+
+
+def write_summary(deps: Deps, batch_id: str, status: str, reason: str | None) -> None:
+    """The batch's final status and its counts as the ledger holds them (written once)."""
+    counts = deps.ledger.outcome_counts(batch_id)
+    deps.ledger.finish_batch(batch_id, status, counts, reason)
+    logger.info("batch finished", extra={"status": status, "reason": reason, "counts": counts})

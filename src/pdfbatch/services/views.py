@@ -1,0 +1,185 @@
+"""What the status API (and the CLI) shows: a batch's status, its files, the batches of an object key.
+
+Reads, shaped as JSON. A read that must end a batch does it through a named call into batches or
+tally (see ``batch_status``), never as a write of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pdfbatch.errors import InvalidInput, NotFound
+from pdfbatch.model import COUNTED_OUTCOMES, FINAL_STATUSES, IGNORED, BatchStatus, describe, is_batch_id
+from pdfbatch.ports import BatchRow, FileRow, LiveProgress
+from pdfbatch.services import batches, tally
+from pdfbatch.services.deps import Deps, iso
+
+
+def batch_status(deps: Deps, batch_id: str) -> dict[str, Any]:
+    """GET /batches/{id}: live counters from Redis, or the MySQL summary once the hash expired.
+
+    A read may end a batch, through named calls only: one nobody uploaded to expires
+    (``batches.expire_if_abandoned``), one whose every file is recorded but whose summary was lost
+    completes (``tally.complete_from_ledger``).
+    """
+    if not is_batch_id(batch_id):
+        raise NotFound("no such batch")
+    live = deps.progress.get(batch_id)
+    if live is not None and live.status != BatchStatus.PENDING:
+        return _shape(batch_id, live, "live")
+    batch = deps.ledger.get_batch(batch_id)
+    if batch is None:
+        raise NotFound("no such batch")
+    if batches.expire_if_abandoned(deps, batch):
+        live = deps.progress.get(batch_id)
+        batch = deps.ledger.get_batch(batch_id) or batch
+    if live is not None:
+        return _shape(batch_id, live, "live")
+    counts = dict(batch.counts) if batch.status in FINAL_STATUSES and batch.counts else None
+    if counts is None:
+        counts = deps.ledger.outcome_counts(batch_id)
+        if tally.complete_from_ledger(deps, batch, counts):
+            batch = deps.ledger.get_batch(batch_id) or batch
+    return _shape(batch_id, _from_ledger(batch, counts), "ledger")
+
+
+def _from_ledger(batch: BatchRow, counts: Mapping[str, int]) -> LiveProgress:
+    """The batch's progress as the ledger tells it: its row, and its summary or outcome counts."""
+    return LiveProgress(
+        status=batch.status,
+        total_files=batch.total_files,
+        processed=int(counts.get("processed", sum(int(counts.get(o, 0)) for o in COUNTED_OUTCOMES))),
+        outcomes={o: int(counts.get(o, 0)) for o in COUNTED_OUTCOMES},
+        reasons={k.split(":", 1)[1]: int(v) for k, v in counts.items() if k.startswith("reason:")},
+        ignored=batch.ignored_files,
+        reason=batch.reason,
+        created_at=batch.created_at,
+        updated_at=batch.updated_at,
+        started_at=batch.started_at,
+        unpacked_at=batch.unpacked_at,
+        completed_at=batch.completed_at,
+    )
+
+
+def _shape(batch_id: str, progress: LiveProgress, source: str) -> dict[str, Any]:
+    """The status body of GET /batches/{id}; ``source`` says where it was read (live or ledger)."""
+    status = progress.status or BatchStatus.PENDING
+    total, processed = progress.total_files, progress.processed
+    created, started, unpacked = progress.created_at, progress.started_at, progress.unpacked_at
+    completed = progress.completed_at
+    if total:
+        percent = round(100.0 * min(processed, total) / total, 1)
+    else:
+        percent = 100.0 if status == BatchStatus.COMPLETED else 0.0
+    body: dict[str, Any] = {
+        "batchId": batch_id,
+        "status": status,
+        "totalFiles": total,
+        "processed": processed,
+        "percent": percent,
+        **{o: int(progress.outcomes.get(o, 0)) for o in COUNTED_OUTCOMES},
+        "ignored": progress.ignored,
+        "reasons": {r: int(n) for r, n in sorted(progress.reasons.items()) if n},
+        "filesPerSecond": None,
+        "etaSeconds": None,
+        "createdAt": iso(created),
+        "startedAt": iso(started),
+        "unpackedAt": iso(unpacked),
+        "updatedAt": iso(progress.updated_at),
+        "completedAt": iso(completed),
+        # Stage timings: the wait for the upload (and S3's notification), unzip, and the whole pipeline.
+        "durations": {
+            "queuedSeconds": _span(created, started),
+            "unzipSeconds": _span(started, unpacked),
+            "processingSeconds": _span(started, completed),
+            "totalSeconds": _span(created, completed),
+        },
+    }
+    if status == BatchStatus.FAILED:
+        body["reason"] = progress.reason or "unknown"
+        body["reasonText"] = describe(body["reason"])
+    body["source"] = source
+    first, updated = progress.first_done_at, progress.updated_at  # the ledger keeps no first_done_at
+    if status == BatchStatus.PROCESSING and total and first and updated and processed > 1:
+        rate = (processed - 1) / max(updated - first, 1e-3)
+        body["filesPerSecond"] = round(rate, 2)
+        body["etaSeconds"] = round((total - processed) / rate, 1) if rate > 0 else None
+    return body
+
+
+def _span(start: float | None, end: float | None) -> float | None:
+    """Seconds from ``start`` to ``end``, or None until both happened."""
+    if not start or not end or end < start:
+        return None
+    return round(end - start, 3)
+
+
+def list_files(
+    deps: Deps, batch_id: str, cursor: str | None = None, limit: int = 100, outcome: str | None = None
+) -> dict[str, Any]:
+    """GET /batches/{id}/files: per-file results in entry order, paginated by an opaque cursor."""
+    if not is_batch_id(batch_id) or deps.ledger.get_batch(batch_id) is None:
+        raise NotFound("no such batch")
+    allowed = {*COUNTED_OUTCOMES, IGNORED, "not_linked", "pending"}
+    if outcome is not None and outcome not in allowed:
+        raise InvalidInput(f"outcome must be one of {', '.join(sorted(allowed))}")
+    limit = max(1, min(int(limit), 1000))
+    after = -1
+    if cursor:
+        try:
+            after = int(cursor)
+        except ValueError as exc:
+            raise InvalidInput("bad cursor") from exc
+    rows = deps.ledger.list_files(batch_id, after, limit + 1, outcome)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return {
+        "batchId": batch_id,
+        "items": [file_item(r) for r in rows],
+        "nextCursor": str(rows[-1].index) if more and rows else None,
+    }
+
+
+def file_item(row: FileRow) -> dict[str, Any]:
+    """One file as the API shows it."""
+    return {
+        "index": row.index,
+        "name": row.name,
+        "kind": row.kind,
+        "outcome": row.outcome,
+        "reason": row.reason,
+        "reasonText": describe(row.reason) or None,
+        "userId": row.user_id,
+        "finalKey": row.final_key,
+        "sha256": row.sha256,
+        "size": row.size,
+        "attempts": row.attempts,
+        "finishedAt": iso(row.finished_at),
+        "timings": {k: round(v, 4) for k, v in row.timings.items()} if row.timings else {},
+    }
+
+
+def find_batches(deps: Deps, key: str) -> dict[str, Any]:
+    """GET /batches?key=uploads/...: the batches created from an object dropped with the AWS CLI."""
+    if not key.startswith("uploads/"):
+        raise InvalidInput("key must start with uploads/")
+    batches = deps.ledger.find_batches(key)
+    return {
+        "key": key,
+        "batches": [
+            {"batchId": b.batch_id, "status": b.status, "createdAt": iso(b.created_at), "source": b.source}
+            for b in batches
+        ],
+    }
+
+
+def iter_all_files(deps: Deps, batch_id: str, outcome: str | None = None) -> Iterable[FileRow]:
+    """Every file of a batch (for reports), page by page."""
+    after = -1
+    while True:
+        rows = deps.ledger.list_files(batch_id, after, 1000, outcome)
+        yield from rows
+        if len(rows) < 1000:
+            return
+        after = rows[-1].index
