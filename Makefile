@@ -36,6 +36,7 @@ test: $(STAMP) $(CHROMIUM) lint
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/mypy --python-version 3.11
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit

@@ -228,7 +228,7 @@ def done_key(batch_id: str) -> str:
 class RedisProgress:
     """Progress counters over a redis-py client (thread-safe: it pools connections)."""
 
-    def __init__(self, client: redis.Redis, ttl_seconds: int = 3600) -> None:
+    def __init__(self, client: redis.Redis[str], ttl_seconds: int = 3600) -> None:
         self.client = client
         self.ttl = ttl_seconds
         self._init = client.register_script(_INIT)
