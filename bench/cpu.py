@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -21,25 +22,29 @@ def _classify(cmdline: str, comm: str) -> str | None:
     return None
 
 
-def snapshot() -> dict[int, tuple[str, float]]:
-    """CPU seconds (user + system) per process of interest: pid -> (class, seconds)."""
-    out: dict[int, tuple[str, float]] = {}
-    me = os.getpid()
+def processes() -> Iterator[tuple[int, str, str, float]]:
+    """(pid, command line, comm, CPU seconds user + system) of every process that can be read."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        pid = int(entry.name)
         try:
             stat = (entry / "stat").read_text()
             cmdline = (entry / "cmdline").read_bytes().decode("utf-8", "replace")
         except OSError:
             continue  # the process ended while we looked
         comm = stat[stat.index("(") + 1 : stat.rindex(")")]
-        kind = "bench (this process)" if pid == me else _classify(cmdline, comm)
-        if kind is None:
-            continue
         fields = stat[stat.rindex(")") + 2 :].split()
-        out[pid] = (kind, (int(fields[11]) + int(fields[12])) / _TICK)
+        yield int(entry.name), cmdline, comm, (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def snapshot() -> dict[int, tuple[str, float]]:
+    """CPU seconds (user + system) per process of interest: pid -> (class, seconds)."""
+    out: dict[int, tuple[str, float]] = {}
+    me = os.getpid()
+    for pid, cmdline, comm, seconds in processes():
+        kind = "bench (this process)" if pid == me else _classify(cmdline, comm)
+        if kind is not None:
+            out[pid] = (kind, seconds)
     return out
 
 

@@ -127,22 +127,13 @@ def _role(roles: Roles, pid: int, cmdline: str, comm: str) -> str | None:
 
 def cpu_snapshot(roles: Roles) -> dict[int, tuple[str, float]]:
     """pid -> (role, CPU seconds so far) for the processes either side runs on."""
-    from bench.cpu import _TICK
+    from bench.cpu import processes
 
     out: dict[int, tuple[str, float]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes().decode("utf-8", "replace")
-        except OSError:
-            continue  # the process ended while we looked
-        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
-        role = _role(roles, int(entry.name), cmdline, comm)
+    for pid, cmdline, comm, seconds in processes():
+        role = _role(roles, pid, cmdline, comm)
         if role is not None:
-            fields = stat[stat.rindex(")") + 2 :].split()
-            out[int(entry.name)] = (role, (int(fields[11]) + int(fields[12])) / _TICK)
+            out[pid] = (role, seconds)
     return out
 
 
