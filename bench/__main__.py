@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `make bench`."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny corpora: checks the bench runs, not speed")
-    parser.add_argument("--sections", default="1,2,3,4,5,6", help="comma-separated section numbers")
+    parser.add_argument("--sections", default="1,2,3,4,5,6,7", help="comma-separated section numbers")
     parser.add_argument("--out", type=Path, default=None, help="where to write the table (markdown)")
     args = parser.parse_args(argv)
     sections = {s.strip() for s in args.sections.split(",") if s.strip()}
@@ -89,6 +89,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             lambda: bench.rows.extend(
                 extraction.run(sizes.extract_resumes, sizes.extract_manuals, sizes.manual_pages)
             ),
+        )
+    if "7" in sections:
+        from bench import coldstart
+
+        bench.section(
+            "7 cold start", lambda: bench.rows.extend(coldstart.run(log, rounds=3 if args.quick else 9))
         )
     if sections & {"2", "3", "4", "5", "6"}:
         from bench import stack as st
