@@ -264,7 +264,7 @@ def install_dependencies(
     return deps_zip
 
 
-def _function_sources(root: Path, function: str) -> list[tuple[str, Path]]:
+def _function_files(root: Path, function: str) -> list[tuple[str, Path]]:
     """handler.py (and any sibling module) at the zip root, then the pdfbatch package less the tooling."""
     fn_dir = root / "functions" / function
     if not (fn_dir / "handler.py").is_file():
@@ -325,7 +325,7 @@ def build(
     # Keyed by the lock and platform, so every source tree (and the tests' copies) can share one cache.
     cache_dir = cache_dir or Path(os.environ.get(CACHE_ENV) or project_root() / "build" / "cache")
     # Fail on a missing handler or lock before spending time on pip.
-    sources = {fn: _function_sources(root, fn) for fn in functions}
+    sources = {fn: _function_files(root, fn) for fn in functions}
     fn_locks = {fn: (locks or {}).get(fn) or lock_file(root, fn) for fn in functions}
     python = find_python313() if bytecode else ""
     out_dir.mkdir(parents=True, exist_ok=True)
