@@ -327,14 +327,22 @@ def build(
     # Fail on a missing handler or lock before spending time on pip.
     sources = {fn: _function_files(root, fn) for fn in functions}
     fn_locks = {fn: (locks or {}).get(fn) or lock_file(root, fn) for fn in functions}
-    python = find_python313() if bytecode else ""
     out_dir.mkdir(parents=True, exist_ok=True)
+    python = ""
     artefacts: dict[str, Artefact] = {}
     for fn, files in sources.items():
         deps_zip = install_dependencies(
             fn_locks[fn], cache_dir, architecture, refresh=refresh, bytecode=bytecode
         )
         target = out_dir / f"{fn}.zip"
+        # The zip is a function of its inputs: when they have not changed since the zip in out_dir was
+        # made, it is reused as it is (a deploy of unchanged code then takes no compile, no zip).
+        inputs = _inputs_digest(deps_zip, files, bytecode)
+        stamp = target.with_suffix(".zip.inputs")
+        if not refresh and target.is_file() and _read(stamp) == inputs:
+            artefacts[fn] = Artefact(fn, target, sha256_of(target), target.stat().st_size, architecture)
+            continue
+        python = python or (find_python313() if bytecode else "")
         tmp = target.with_suffix(".zip.tmp")
         with tempfile.TemporaryDirectory(prefix=f".{fn}-", dir=out_dir) as work:
             compiled = _compiled_sources(files, Path(work), python) if bytecode else files
@@ -345,8 +353,24 @@ def build(
                     raise BuildError(f"{fn}: files clash with dependency files: {sorted(clash)[:5]}")
                 _write_entries(zf, compiled)
         os.replace(tmp, target)
+        stamp.write_text(inputs)
         artefacts[fn] = Artefact(fn, target, sha256_of(target), target.stat().st_size, architecture)
     return artefacts
+
+
+def _inputs_digest(deps_zip: Path, files: Sequence[tuple[str, Path]], bytecode: bool) -> str:
+    """sha256 over what a function zip is made of: its dependencies' zip and each source's name and bytes."""
+    digest = hashlib.sha256(f"{_CACHE_FORMAT}:{bytecode}:{deps_zip.parent.name}\n".encode())
+    for arcname, path in sorted(files):
+        digest.update(arcname.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
 
 
 def export_for_sam(
