@@ -93,9 +93,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "7" in sections:
         from bench import coldstart
 
-        bench.section(
-            "7 cold start", lambda: bench.rows.extend(coldstart.run(log, rounds=3 if args.quick else 9))
-        )
+        def cold_start() -> None:
+            bench.rows.extend(coldstart.run(log, rounds=3 if args.quick else 9))
+            bench.notes.extend(coldstart.NOTES)
+
+        bench.section("7 cold start", cold_start)
     if sections & {"2", "3", "4", "5", "6"}:
         from bench import stack as st
 
