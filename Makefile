@@ -3,25 +3,48 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
+# Everything installed comes from a lock with hashes (`make lock` writes them from pyproject.toml and the
+# .in files): requirements/dev.lock for .venv, requirements/checkov.lock for the template scan, and
+# functions/*/requirements.txt for what each Lambda function ships.
+DEV_LOCK := requirements/dev.lock
+CHECKOV_LOCK := requirements/checkov.lock
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(DEV_LOCK) | sha256sum | cut -c1-12)
+CHECKOV_VENV := .venvs/checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed-$(shell sha256sum $(CHECKOV_LOCK) | cut -c1-12)
+FUNCTIONS := unzip process_pdf status
+UV_COMPILE := $(BIN)/uv pip compile --quiet --generate-hashes --custom-compile-command "make lock"
+# The functions run CPython 3.13 on Linux; their locks hold the hashes of every wheel (both architectures).
+LAMBDA_TARGET := --python-version 3.13 --python-platform linux
+# sam build fetches wheels for this architecture: deploy with the same Architecture parameter.
+export PDFBATCH_LAMBDA_ARCH ?= arm64
+# SAM CLI reports usage to AWS unless told not to; this machine reaches package registries only.
+export SAM_CLI_TELEMETRY := 0
 # The upload page's browser test drives Debian's Chromium through Playwright (no browser download).
 CHROMIUM := /usr/bin/chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: demo test lint unit integration e2e bench cases up down clean help
+.PHONY: demo test lint check-infra lock unit integration e2e bench cases up down clean help
 
 help:
 	@echo "make demo   - start the local stack, upload a sample ZIP, show progress and results"
 	@echo "make test   - lint, type-check and run every test (starts and stops LocalStack itself)"
 	@echo "make cases  - regenerate docs/CASES.md by running every bad-input case through the pipeline"
 	@echo "make bench  - the performance benchmark (writes bench/results/latest.md)"
+	@echo "make check-infra - the template: sam validate --lint, sam build (no Docker), checkov"
+	@echo "make lock   - re-resolve every lock file (requirements/*.lock, functions/*/requirements.txt)"
 	@echo "make up / make down - start (and deploy) / stop the local stack"
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(DEV_LOCK)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r $(DEV_LOCK)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@rm -f $(VENV)/.installed-* && touch $(STAMP)
+
+# checkov pins boto3 and packaging below what the project uses: it gets a venv of its own.
+$(CHECKOV_STAMP): $(CHECKOV_LOCK)
+	@test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r $(CHECKOV_LOCK)
+	@rm -f $(CHECKOV_VENV)/.installed-* && touch $(CHECKOV_STAMP)
 
 $(CHROMIUM):
 	$(SUDO) apt-get update -qq
@@ -30,13 +53,34 @@ $(CHROMIUM):
 demo: $(STAMP)
 	$(BIN)/pdfbatch demo
 
-test: $(STAMP) $(CHROMIUM) lint
+test: $(STAMP) $(CHROMIUM) lint check-infra
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/mypy --python-version 3.11
+
+# The AWS path of docs/DEPLOY.md, minus the deploy: the template validates and lints as SAM, builds with
+# `sam build` (no Docker: each function's Makefile target below), and passes the security scan (every
+# skipped check is explained next to its resource in the template).
+check-infra: $(STAMP) $(CHECKOV_STAMP)
+	$(BIN)/sam validate --lint --template infra/template.yaml --region us-east-1
+	$(BIN)/sam build --template infra/template.yaml --build-dir build/sam/out --region us-east-1
+	$(CHECKOV_VENV)/bin/checkov --quiet --compact --skip-download --framework cloudformation --file infra/template.yaml
+
+# `sam build` runs build-<LogicalId> for each function (Metadata: BuildMethod: makefile in the template).
+build-%Function: $(STAMP)
+	$(BIN)/python -m pdfbatch.ops.build --sam-function $* --artifacts-dir "$(ARTIFACTS_DIR)"
+
+lock: $(STAMP)
+	$(UV_COMPILE) --universal --python-version 3.11 pyproject.toml requirements/tools.in --extra dev -o $(DEV_LOCK)
+	$(UV_COMPILE) --universal --python-version 3.11 requirements/checkov.in -o $(CHECKOV_LOCK)
+	$(UV_COMPILE) $(LAMBDA_TARGET) pyproject.toml -o requirements/lambda.lock
+	for fn in $(FUNCTIONS); do \
+	  $(UV_COMPILE) $(LAMBDA_TARGET) -c requirements/lambda.lock functions/$$fn/requirements.in \
+	    -o functions/$$fn/requirements.txt || exit 1; \
+	done
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit
@@ -60,4 +104,4 @@ down: $(STAMP)
 	$(BIN)/pdfbatch stack down
 
 clean: down
-	rm -rf build .localstack .pytest_cache .mypy_cache .ruff_cache
+	rm -rf build .aws-sam .localstack .pytest_cache .mypy_cache .ruff_cache

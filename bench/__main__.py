@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `make bench`."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny corpora: checks the bench runs, not speed")
-    parser.add_argument("--sections", default="1,2,3,4,5,6,7", help="comma-separated section numbers")
+    parser.add_argument("--sections", default="1,2,3,4,5,6,7,8", help="comma-separated section numbers")
     parser.add_argument("--out", type=Path, default=None, help="where to write the table (markdown)")
     args = parser.parse_args(argv)
     sections = {s.strip() for s in args.sections.split(",") if s.strip()}
@@ -93,6 +93,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 extraction.run(sizes.extract_resumes, sizes.extract_manuals, sizes.manual_pages)
             ),
         )
+    if "8" in sections:
+        from bench import coldstart
+
+        def cold_start() -> None:
+            bench.rows.extend(coldstart.run(log, rounds=3 if args.quick else 9))
+            bench.notes.extend(coldstart.NOTES)
+
+        bench.section("8 cold start", cold_start)
     if sections & {"2", "3", "4", "5", "6", "7"}:
         from bench import stack as st
 

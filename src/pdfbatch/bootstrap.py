@@ -1,4 +1,9 @@
-"""The one place that builds clients: once per execution environment, lazily, never at import time."""
+"""The one place that builds clients: once per execution environment, lazily, never at import time.
+
+Secrets (the MySQL credentials, a Redis URL with a password, the API key) are read from Secrets Manager
+with Powertools Parameters and kept ``secrets_max_age`` seconds (PDFBATCH_SECRETS_MAX_AGE): after a
+rotation the next read returns the new value, and get_deps() builds clients with it, without a deploy.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import functools
 from typing import Any
 
 from pdfbatch.config import Settings
+from pdfbatch.errors import ConfigError, DependencyUnavailable
 from pdfbatch.services.deps import Deps
 
 
@@ -64,12 +70,49 @@ def build_deps(settings: Settings, *, need_queue: bool = False, ensure_schema: b
     )
 
 
-_override: Deps | None = None
-
-
 @functools.cache
-def _cached(need_queue: bool) -> Deps:
-    return build_deps(_settings(), need_queue=need_queue)
+def _secrets_provider(endpoint_url: str | None, region: str) -> Any:
+    """One Powertools SecretsProvider per environment: its cache is what keeps reads to one per max_age."""
+    from aws_lambda_powertools.utilities.parameters import SecretsProvider
+
+    settings = Settings(endpoint_url=endpoint_url, region=region)
+    client = boto3_client(
+        "secretsmanager", settings, retries={"mode": "standard", "max_attempts": 3}, read_timeout=5
+    )
+    return SecretsProvider(boto3_client=client)
+
+
+def read_secrets(settings: Settings) -> Settings:
+    """``settings`` completed with the current values of its secrets (each cached secrets_max_age s)."""
+    if not (settings.mysql_secret or settings.redis_secret or settings.api_key_secret):
+        return settings
+    from aws_lambda_powertools.utilities.parameters.exceptions import (
+        GetParameterError,
+        TransformParameterError,
+    )
+
+    provider = _secrets_provider(settings.endpoint_url, settings.region)
+    age = settings.secrets_max_age
+
+    def read(name: str, transform: str | None = None) -> Any:
+        try:
+            return provider.get(name, max_age=age, transform=transform)
+        except TransformParameterError as exc:
+            raise ConfigError(f"the secret {name} is not valid JSON") from exc
+        except GetParameterError as exc:
+            # Not found, no permission or Secrets Manager unreachable: a retry (or a fix) may help.
+            raise DependencyUnavailable("secretsmanager", type(exc.__cause__ or exc).__name__) from exc
+
+    return settings.with_secrets(
+        mysql=read(settings.mysql_secret, "json") if settings.mysql_secret else None,
+        redis_url=read(settings.redis_secret) if settings.redis_secret else None,
+        api_key=read(settings.api_key_secret) if settings.api_key_secret else None,
+    )
+
+
+_override: Deps | None = None
+# need_queue -> (the settings they were built with, the deps): rebuilt when a secret's value changes.
+_built: dict[bool, tuple[Settings, Deps]] = {}
 
 
 @functools.cache
@@ -78,22 +121,31 @@ def _settings() -> Settings:
 
 
 def get_settings() -> Settings:
-    """The execution environment's settings, without building any client (for checks before the work)."""
+    """The environment's settings with its secrets' current values (no client built but Secrets Manager's)."""
     if _override is not None:
         return _override.settings
-    return _settings()
+    return read_secrets(_settings())
 
 
 def get_deps(need_queue: bool = False) -> Deps:
-    """The execution environment's dependencies: built on first call, then reused across invocations."""
+    """The execution environment's dependencies: built on first call, then reused across invocations.
+
+    When a secret read again after its max age has a new value (a rotation), new clients are built with
+    it; the old ones are dropped (their connections close when they are collected).
+    """
     if _override is not None:
         return _override
-    return _cached(need_queue)
+    settings = get_settings()
+    built = _built.get(need_queue)
+    if built is None or built[0] != settings:
+        _built[need_queue] = (settings, build_deps(settings, need_queue=need_queue))
+    return _built[need_queue][1]
 
 
 def override(deps: Deps | None) -> None:
     """Inject dependencies (tests); None returns to building them from the environment."""
     global _override
     _override = deps
-    _cached.cache_clear()
+    _built.clear()
     _settings.cache_clear()
+    _secrets_provider.cache_clear()

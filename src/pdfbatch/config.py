@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from urllib.parse import unquote, urlparse
+from dataclasses import dataclass, field, replace
+from typing import Any
+from urllib.parse import quote, unquote, urlparse
 
 from pdfbatch.errors import ConfigError
 
@@ -45,8 +46,13 @@ class Settings:
 
     bucket: str = ""  # PDFBATCH_BUCKET: uploads/, staging/ and pdfs/ live here
     queue_url: str = ""  # PDFBATCH_QUEUE_URL: the work queue
-    mysql_url: str = DEFAULT_MYSQL_URL  # PDFBATCH_MYSQL_URL
+    mysql_url: str = DEFAULT_MYSQL_URL  # PDFBATCH_MYSQL_URL (on AWS: where, not who; see mysql_secret)
     redis_url: str = DEFAULT_REDIS_URL  # PDFBATCH_REDIS_URL
+    # Secrets Manager ARNs (or names); their values are read by bootstrap.read_secrets, never from env.
+    mysql_secret: str = ""  # PDFBATCH_MYSQL_SECRET: {"username", "password"} for PDFBATCH_MYSQL_URL
+    redis_secret: str = ""  # PDFBATCH_REDIS_SECRET: the whole redis URL, password included
+    api_key_secret: str = ""  # PDFBATCH_API_KEY_SECRET: the REST API's key
+    secrets_max_age: int = 300  # PDFBATCH_SECRETS_MAX_AGE: seconds a secret is reused before reading it again
     endpoint_url: str | None = None  # AWS_ENDPOINT_URL (LocalStack); None on AWS
     public_endpoint_url: str | None = None  # PDFBATCH_PUBLIC_ENDPOINT_URL: S3 endpoint browsers reach
     region: str = "us-east-1"  # AWS_REGION / AWS_DEFAULT_REGION
@@ -102,6 +108,10 @@ class Settings:
             retry_base_seconds=_int(e, "PDFBATCH_RETRY_BASE_SECONDS", 30),
             retry_max_seconds=_int(e, "PDFBATCH_RETRY_MAX_SECONDS", 900),
             api_key=e.get("PDFBATCH_API_KEY", ""),
+            mysql_secret=e.get("PDFBATCH_MYSQL_SECRET", ""),
+            redis_secret=e.get("PDFBATCH_REDIS_SECRET", ""),
+            api_key_secret=e.get("PDFBATCH_API_KEY_SECRET", ""),
+            secrets_max_age=_int(e, "PDFBATCH_SECRETS_MAX_AGE", 300),
             limits=limits,
             users=users,
         )
@@ -116,6 +126,25 @@ class Settings:
         for name in names:
             if not getattr(self, name):
                 raise ConfigError(f"{env_names.get(name, name)} is not set")
+
+    def with_secrets(
+        self, mysql: Any = None, redis_url: str | None = None, api_key: str | None = None
+    ) -> Settings:
+        """These settings completed with the values read from their secrets (None: not read).
+
+        ``mysql`` is the database secret ({"username", "password"}, the shape RDS uses): its credentials
+        go into mysql_url, whose host, port and database stay those of PDFBATCH_MYSQL_URL.
+        """
+        changes: dict[str, Any] = {}
+        if mysql is not None:
+            changes["mysql_url"] = mysql_url_with_credentials(self.mysql_url, mysql)
+        if redis_url is not None:
+            if urlparse(redis_url).scheme not in ("redis", "rediss", "unix"):
+                raise ConfigError("the Redis secret must hold a redis:// or rediss:// URL")
+            changes["redis_url"] = redis_url
+        if api_key is not None:
+            changes["api_key"] = api_key
+        return replace(self, **changes) if changes else self
 
     def pdf_url(self, key: str) -> str:
         """The value written to users.pdf_url for an object in the bucket."""
@@ -150,6 +179,28 @@ def parse_mysql_url(url: str) -> MysqlParams:
         password=unquote(parsed.password or ""),
         database=database,
     )
+
+
+def mysql_url_with_credentials(url: str, secret: Any) -> str:
+    """``url`` (mysql://host:port/db) with the username and password of a database secret."""
+    username = secret.get("username") if isinstance(secret, Mapping) else None
+    if not isinstance(username, str) or not username:
+        raise ConfigError('the database secret must be JSON with "username" and "password"')
+    password = secret.get("password") or ""
+    if not isinstance(password, str):
+        raise ConfigError('the database secret\'s "password" must be a string')
+    p = parse_mysql_url(url)
+    auth = quote(username, safe="") + (f":{quote(password, safe='')}" if password else "")
+    host = f"[{p.host}]" if ":" in p.host else p.host
+    return f"{urlparse(url).scheme}://{auth}@{host}:{p.port}/{p.database}"
+
+
+def split_mysql_credentials(url: str) -> tuple[str, dict[str, str]]:
+    """(the URL without user and password, {"username", "password"}): what goes where on deploy."""
+    p = parse_mysql_url(url)
+    host = f"[{p.host}]" if ":" in p.host else p.host
+    address = f"{urlparse(url).scheme}://{host}:{p.port}/{p.database}"
+    return address, {"username": p.user, "password": p.password}
 
 
 def _int(env: Mapping[str, str], name: str, default: int) -> int:

@@ -19,6 +19,8 @@ pytestmark = pytest.mark.integration
 
 REGION = "us-east-1"
 FUNCTION_KEYS = ("UnzipFunctionName", "ProcessPdfFunctionName", "StatusFunctionName")
+# Secrets are read again after 2 s, so a rotation shows within the test.
+PARAMS = DeployParams.from_env(extra={"SecretsMaxAge": "2"})
 
 
 def _endpoint_of(handle: Any) -> str:
@@ -59,7 +61,7 @@ def stack(endpoint: str, aws: Any) -> Iterator[dict[str, Any]]:
     name = f"pdfbatch-it-{uuid.uuid4().hex[:8]}"
     messages: list[str] = []
     started = time.monotonic()
-    outputs = deploy(DeployParams.from_env(), endpoint, name, region=REGION, log=messages.append)
+    outputs = deploy(PARAMS, endpoint, name, region=REGION, log=messages.append)
     yield {"name": name, "outputs": outputs, "messages": messages, "seconds": time.monotonic() - started}
     delete_stack(aws, name, outputs["BucketName"], outputs["ArtifactsBucket"])
 
@@ -113,6 +115,10 @@ def test_functions_run_python_3_13_with_their_settings(stack: dict[str, Any], aw
         env = cfg["Environment"]["Variables"]
         assert env["PDFBATCH_BUCKET"] == out["BucketName"]
         assert env["PDFBATCH_MYSQL_URL"] and env["PDFBATCH_REDIS_URL"]
+        # where the database is, never who may use it: that is in the secret the function reads
+        assert "@" not in env["PDFBATCH_MYSQL_URL"]
+        assert env["PDFBATCH_MYSQL_SECRET"] == out["DatabaseSecretArn"]
+        assert "PDFBATCH_API_KEY" not in env
     unzip = lam.get_function_configuration(FunctionName=out["UnzipFunctionName"])
     assert unzip["Environment"]["Variables"]["PDFBATCH_QUEUE_URL"] == out["QueueUrl"]
     process = lam.get_function_configuration(FunctionName=out["ProcessPdfFunctionName"])
@@ -164,7 +170,9 @@ def test_zips_under_uploads_notify_unzip(stack: dict[str, Any], aws: Any) -> Non
 
 def test_a_second_deploy_changes_nothing_and_succeeds(stack: dict[str, Any], endpoint: str) -> None:
     messages: list[str] = []
-    outputs = deploy(DeployParams.from_env(), endpoint, stack["name"], region=REGION, log=messages.append)
+    started = time.monotonic()
+    outputs = deploy(PARAMS, endpoint, stack["name"], region=REGION, log=messages.append)
+    print(f"unchanged deploy: {time.monotonic() - started:.2f} s; first: {stack['seconds']:.1f} s", messages)
     assert any(" unchanged " in m for m in messages), messages
     assert outputs == stack["outputs"]
 
@@ -187,9 +195,7 @@ def test_a_code_change_updates_only_that_function(
     before = {k: lam.get_function(FunctionName=out[k])["Configuration"]["CodeSha256"] for k in FUNCTION_KEYS}
     # WHEN it is deployed over the stack
     messages: list[str] = []
-    deploy(
-        DeployParams.from_env(), endpoint, stack["name"], region=REGION, root=tmp_path, log=messages.append
-    )
+    deploy(PARAMS, endpoint, stack["name"], region=REGION, root=tmp_path, log=messages.append)
     # THEN the status function runs the new code and the others keep theirs
     after = {k: lam.get_function(FunctionName=out[k])["Configuration"]["CodeSha256"] for k in FUNCTION_KEYS}
     assert any(" updated " in m for m in messages), messages
@@ -231,3 +237,123 @@ def test_a_failed_deploy_names_the_failed_resource_and_the_next_one_recreates_th
         assert outputs["ProcessPdfFunctionName"] == f"{name}-process-pdf"
     finally:
         delete_stack(aws, name, f"{name}-000000000000-{REGION}", f"{name}-artifacts-000000000000-{REGION}")
+
+
+# ------------------------------------------------------------------------------------------ issue 14
+
+
+def test_functions_are_traced_and_run_on_this_machines_architecture(stack: dict[str, Any], aws: Any) -> None:
+    from pdfbatch.ops.build import host_architecture
+
+    out, lam = stack["outputs"], aws("lambda")
+    for key in FUNCTION_KEYS:
+        cfg = lam.get_function_configuration(FunctionName=out[key])
+        assert cfg["TracingConfig"]["Mode"] == "Active", key
+        assert cfg["Architectures"] == [host_architecture()], key
+    stage = aws("apigateway").get_stage(restApiId=out["ApiId"], stageName="v1")
+    assert stage["tracingEnabled"] is True
+
+
+def test_the_status_zip_deployed_holds_no_pdf_library(stack: dict[str, Any], aws: Any) -> None:
+    import base64
+    import io
+    import zipfile
+
+    out, lam, s3 = stack["outputs"], aws("lambda"), aws("s3")
+    tops = {}
+    for key, fn in zip(FUNCTION_KEYS, ("unzip", "process_pdf", "status"), strict=True):
+        # the zip the function runs: the uploaded artefact whose sha256 Lambda reports
+        deployed = base64.b64decode(
+            lam.get_function(FunctionName=out[key])["Configuration"]["CodeSha256"]
+        ).hex()
+        body = s3.get_object(Bucket=out["ArtifactsBucket"], Key=f"{stack['name']}/{fn}-{deployed}.zip")[
+            "Body"
+        ]
+        tops[key] = {n.split("/", 1)[0] for n in zipfile.ZipFile(io.BytesIO(body.read())).namelist()}
+    pdf_libraries = {"pypdf", "pypdfium2", "pypdfium2_raw", "cryptography"}
+    assert not tops["StatusFunctionName"] & pdf_libraries
+    assert not tops["UnzipFunctionName"] & pdf_libraries
+    assert pdf_libraries <= tops["ProcessPdfFunctionName"]
+
+
+def test_the_secrets_hold_the_credentials_and_the_key_the_cli_finds(
+    stack: dict[str, Any], aws: Any, endpoint: str
+) -> None:
+    from pdfbatch.config import split_mysql_credentials
+    from pdfbatch.ops.api import stored_api_key
+
+    # GIVEN the stack deployed from this checkout (a test above deployed it from a copy, with its own key)
+    messages: list[str] = []
+    deploy(PARAMS, endpoint, stack["name"], region=REGION, log=messages.append)
+    out, sm = stack["outputs"], aws("secretsmanager")
+    database = json.loads(sm.get_secret_value(SecretId=out["DatabaseSecretArn"])["SecretString"])
+    assert database == split_mysql_credentials(PARAMS.mysql_url)[1]
+    key = sm.get_secret_value(SecretId=out["ApiKeySecretArn"])["SecretString"]
+    assert key == stored_api_key(out["LocalApiUrl"], project_root())
+
+
+def _call(url: str, key: str) -> int:
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(url + "batches/0123456789abcdef0123456789abcdef", headers={"x-api-key": key})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def test_the_status_function_reads_the_key_from_its_secret_and_follows_a_rotation(
+    stack: dict[str, Any], aws: Any
+) -> None:
+    out, sm = stack["outputs"], aws("secretsmanager")
+    url, old = out["LocalApiUrl"], sm.get_secret_value(SecretId=out["ApiKeySecretArn"])["SecretString"]
+    # GIVEN the function answers the key from the secret (past the key check: not 401/403)
+    assert _call(url, old) not in (401, 403)
+    assert _call(url, "not-the-key-0123456789") == 403
+    try:
+        # WHEN the key is rotated in Secrets Manager, without a deploy
+        new = "rotated-" + uuid.uuid4().hex
+        sm.put_secret_value(SecretId=out["ApiKeySecretArn"], SecretString=new)
+        # THEN once the cached key is older than SecretsMaxAge (2 s) the new key works and the old one not
+        deadline = time.monotonic() + 30
+        while _call(url, new) == 403 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert _call(url, new) not in (401, 403)
+        assert _call(url, old) == 403
+    finally:
+        sm.put_secret_value(SecretId=out["ApiKeySecretArn"], SecretString=old)
+
+
+def test_the_alarms_and_the_dashboard_exist_on_the_stack(stack: dict[str, Any], aws: Any) -> None:
+    out, cw, sqs = stack["outputs"], aws("cloudwatch"), aws("sqs")
+    alarms = {
+        a["AlarmName"]: a for a in cw.describe_alarms(AlarmNamePrefix=stack["name"] + "-")["MetricAlarms"]
+    }
+    suffixes = {
+        "work-dlq-not-empty",
+        "unzip-dlq-not-empty",
+        "files-gave-up",
+        "unzip-errors",
+        "pdf-lane-queue-age",
+        "status-5xx",
+    }
+    assert set(alarms) == {f"{stack['name']}-{s}" for s in suffixes}
+    work_queue = out["QueueUrl"].rsplit("/", 1)[-1]
+    age = alarms[f"{stack['name']}-pdf-lane-queue-age"]
+    assert age["Dimensions"] == [{"Name": "QueueName", "Value": work_queue}]
+    assert age["Threshold"] == 1800
+    gave_up = alarms[f"{stack['name']}-files-gave-up"]
+    assert (gave_up["Namespace"], gave_up["MetricName"]) == ("pdfbatch", "FilesGaveUp")
+    dlq = sqs.get_queue_attributes(QueueUrl=out["DeadLetterQueueUrl"], AttributeNames=["QueueArn"])
+    dlq_name = dlq["Attributes"]["QueueArn"].rsplit(":", 1)[-1]
+    assert alarms[f"{stack['name']}-work-dlq-not-empty"]["Dimensions"][0]["Value"] == dlq_name
+    body = json.loads(cw.get_dashboard(DashboardName=out["DashboardName"])["DashboardBody"])
+    titles = {w["properties"].get("title") for w in body["widgets"]}
+    assert {"pdf lane: queue age", "pdf lane: worker duration", "files per minute by outcome"} <= titles
+    rows = [r for w in body["widgets"] if w["type"] == "metric" for r in w["properties"]["metrics"]]
+    assert ["AWS/SQS", "ApproximateAgeOfOldestMessage", "QueueName", work_queue] in [r[:4] for r in rows]
+    assert ["AWS/Lambda", "Duration", "FunctionName", out["ProcessPdfFunctionName"]] in [r[:4] for r in rows]
+    alarm_widget = next(w for w in body["widgets"] if w["type"] == "alarm")
+    assert {a["AlarmArn"] for a in alarms.values()} == set(alarm_widget["properties"]["alarms"])

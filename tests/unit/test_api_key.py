@@ -16,8 +16,11 @@ from pdfbatch.ops.api import (
     remember_api_url,
     stored_api_key,
 )
+from pdfbatch.ops.build import project_root
 
 URL = "http://127.0.0.1:4566/_aws/execute-api/abc123/v1/"
+
+ROOT = project_root()
 
 
 @pytest.fixture()
@@ -68,23 +71,62 @@ def test_a_corrupt_key_file_is_replaced_by_a_new_key(checkout: Path) -> None:
     assert len(local_api_key(checkout, "pdfbatch")) >= 32
 
 
-def test_deploying_to_aws_without_a_key_is_refused_before_anything_is_built(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.delenv("PDFBATCH_API_KEY", raising=False)
-
-    def no_build(*args: object, **kwargs: object) -> None:
-        raise AssertionError("built although the deploy cannot succeed")
-
-    monkeypatch.setattr(ops_deploy, "build", no_build)
-    with pytest.raises(ops_deploy.DeployError, match="PDFBATCH_API_KEY"):
-        ops_deploy.deploy(ops_deploy.DeployParams.from_env(), endpoint_url=None, stack_name="pdfbatch")
-
-
-def test_the_key_is_a_template_parameter_and_never_printed() -> None:
+def test_the_key_goes_to_the_stack_secret_never_to_a_parameter_or_a_repr() -> None:
+    # On AWS the stack generates the key in ApiKeySecret; a PDFBATCH_API_KEY given to a deploy is put
+    # there too (pdfbatch.ops.deploy.sync_secrets), never passed as a template parameter.
     params = ops_deploy.DeployParams.from_env({"PDFBATCH_API_KEY": "k" * 20})
-    assert params.template_parameters()["ApiKey"] == "k" * 20
+    assert params.api_key == "k" * 20
     assert "k" * 20 not in repr(params)
+    assert "k" * 20 not in repr(params.template_parameters())
+
+
+def test_credentials_in_the_mysql_url_go_to_the_secret_and_the_address_to_the_template() -> None:
+    params = ops_deploy.DeployParams.from_env(
+        {"PDFBATCH_MYSQL_URL": "mysql://app:pw@db.internal:3306/pdfbatch"}
+    )
+    assert params.template_parameters()["MysqlUrl"] == "mysql://db.internal:3306/pdfbatch"
+    assert params.database_credentials() == {"username": "app", "password": "pw"}
+    assert (
+        ops_deploy.DeployParams.from_env({"PDFBATCH_MYSQL_URL": "mysql://db:3306/x"}).database_credentials()
+        is None
+    )
+
+
+def test_a_redis_url_with_a_password_is_refused_with_what_to_do() -> None:
+    params = ops_deploy.DeployParams.from_env({"PDFBATCH_REDIS_URL": "rediss://:pw@cache:6379/0"})
+    with pytest.raises(ops_deploy.DeployError, match="RedisSecretArn"):
+        params.template_parameters()
+
+
+def test_a_secret_is_written_only_when_its_value_changes() -> None:
+    class FakeSecrets:
+        def __init__(self) -> None:
+            self.values = {"db": '{"password": "", "username": "root"}', "key": "old"}
+            self.puts: list[str] = []
+
+        def get_secret_value(self, SecretId: str) -> dict[str, str]:
+            return {"SecretString": self.values[SecretId]}
+
+        def put_secret_value(self, SecretId: str, SecretString: str) -> None:
+            self.puts.append(SecretId)
+            self.values[SecretId] = SecretString
+
+    sm = FakeSecrets()
+    same_json = '{"username": "root", "password": ""}'
+    assert ops_deploy.sync_secrets(sm, {"db": same_json, "key": None}) is False
+    assert ops_deploy.sync_secrets(sm, {"db": same_json, "key": "new"}) is True
+    assert sm.puts == ["key"] and sm.values["key"] == "new"
+
+
+def test_the_template_is_deployed_with_each_code_uri_pointing_at_its_zip() -> None:
+    template = (ROOT / "infra" / "template.yaml").read_text()
+    keys = {fn: f"s/{fn}-abc.zip" for fn in ("unzip", "process_pdf", "status")}
+    packaged = ops_deploy.package_template(template, "artifacts", keys)
+    assert "../functions/" not in packaged
+    for key in keys.values():
+        assert f"CodeUri: s3://artifacts/{key}" in packaged
+    with pytest.raises(ops_deploy.DeployError, match="not built"):
+        ops_deploy.package_template(template, "artifacts", {"unzip": "k"})
 
 
 def test_stack_key_prints_the_stored_key_or_says_how_to_get_one(

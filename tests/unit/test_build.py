@@ -1,20 +1,31 @@
-"""pdfbatch.ops.build: one zip per function, with what Lambda needs and nothing it must not have."""
+"""pdfbatch.ops.build: one zip per function, with what it imports and nothing it must not have."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
+import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from pdfbatch.ops.build import FUNCTIONS, BuildError, build, project_root, runtime_dependencies
+from pdfbatch.ops.build import (
+    FUNCTIONS,
+    BuildError,
+    build,
+    export_for_sam,
+    host_architecture,
+    locked_packages,
+    project_root,
+)
 from pdfbatch.ops.localstack import find_python313
 
 REPO = project_root()
-# Shared with `python -m pdfbatch.ops.build` (gitignored): pip runs only when the dependency list changes.
+# Shared with `python -m pdfbatch.ops.build` and `sam build` (gitignored): pip runs only when a lock changes.
 CACHE = REPO / "build" / "cache"
+PDF_LIBRARIES = {"pypdf", "pypdfium2", "pypdfium2_raw", "cryptography", "cffi", "_cffi_backend"}
 
 STAND_IN_HANDLER = '''"""Stand-in handler for build tests."""
 
@@ -36,10 +47,10 @@ def make_source_root(dest: Path) -> Path:
     for fn in FUNCTIONS:
         fn_dir = dest / "functions" / fn
         fn_dir.mkdir(parents=True, exist_ok=True)
-        real = REPO / "functions" / fn / "handler.py"
-        if real.is_file():
-            shutil.copy2(real, fn_dir / "handler.py")
-        else:
+        for name in ("handler.py", "requirements.txt", "requirements.in"):
+            if (REPO / "functions" / fn / name).is_file():
+                shutil.copy2(REPO / "functions" / fn / name, fn_dir / name)
+        if not (fn_dir / "handler.py").is_file():
             (fn_dir / "handler.py").write_text(STAND_IN_HANDLER)
     return dest
 
@@ -60,31 +71,56 @@ def names(path: Path) -> list[str]:
         return zf.namelist()
 
 
-def test_each_function_zip_holds_its_handler_the_package_and_the_dependencies(
+def tops(path: Path) -> set[str]:
+    return {n.split("/", 1)[0].removesuffix(".py") for n in names(path)}
+
+
+def test_each_function_zip_holds_its_handler_and_the_package(
     first_build: dict[str, Path], source_root: Path
 ) -> None:
     assert set(first_build) == set(FUNCTIONS)
     for fn, path in first_build.items():
         entries = names(path)
-        tops = {n.split("/", 1)[0] for n in entries}
         assert "handler.py" in entries
         with zipfile.ZipFile(path) as zf:
             assert zf.read("handler.py") == (source_root / "functions" / fn / "handler.py").read_bytes()
         assert "pdfbatch/__init__.py" in entries and "pdfbatch/config.py" in entries
-        assert {"pypdfium2", "pypdfium2_raw", "pypdf", "cryptography", "pymysql", "redis"} <= tops
-        assert "aws_lambda_powertools" in tops
-        assert any(n.startswith("pypdfium2_raw/") and n.endswith(".so") for n in entries)  # Linux binary
+        assert {"aws_lambda_powertools", "pymysql", "redis"} <= tops(path)
+        assert not {"requirements.txt", "requirements.in"} & set(entries)
 
 
-def test_zips_leave_out_the_sdk_operator_tooling_and_caches(first_build: dict[str, Path]) -> None:
+def test_status_and_unzip_ship_no_pdf_library_and_process_pdf_ships_them(
+    first_build: dict[str, Path],
+) -> None:
+    assert not tops(first_build["status"]) & PDF_LIBRARIES
+    assert not tops(first_build["unzip"]) & PDF_LIBRARIES
+    assert {"pypdf", "pypdfium2", "pypdfium2_raw", "cryptography"} <= tops(first_build["process_pdf"])
+    entries = names(first_build["process_pdf"])
+    assert any(n.startswith("pypdfium2_raw/") and n.endswith(".so") for n in entries)  # a Linux binary
+
+
+def test_zips_leave_out_the_sdk_operator_tooling_and_metadata(first_build: dict[str, Path]) -> None:
     for path in first_build.values():
         entries = names(path)
-        tops = {n.split("/", 1)[0] for n in entries}
-        assert not tops & {"boto3", "botocore", "s3transfer", "bin"}
-        assert not [n for n in entries if n.startswith("pdfbatch/ops/")]
-        assert not [n for n in entries if "__pycache__" in n or n.endswith(".pyc")]
+        assert not tops(path) & {"boto3", "botocore", "s3transfer", "bin"}
+        assert not [n for n in entries if n.startswith(("pdfbatch/ops/", "pdfbatch/cli"))]
         assert not [n for n in entries if ".dist-info/" in n]
         assert len(entries) == len(set(entries))
+
+
+def test_every_module_ships_with_its_python_3_13_bytecode(first_build: dict[str, Path]) -> None:
+    # Lambda's code folder is read-only: a module without .pyc is compiled again at every cold start.
+    for path in first_build.values():
+        entries = set(names(path))
+        sources = [n for n in entries if n.endswith(".py")]
+        missing = [
+            n
+            for n in sources
+            if f"{n.rsplit('/', 1)[0] + '/' if '/' in n else ''}__pycache__/"
+            f"{n.rsplit('/', 1)[-1][:-3]}.cpython-313.pyc" not in entries
+        ]
+        assert sources and not missing, missing[:5]
+        assert not [n for n in entries if n.endswith(".pyc") and ".cpython-313." not in n]
 
 
 def test_a_second_build_is_byte_identical(
@@ -93,6 +129,14 @@ def test_a_second_build_is_byte_identical(
     second = build(source_root, tmp_path, CACHE)
     for fn, artefact in second.items():
         assert artefact.path.read_bytes() == first_build[fn].read_bytes(), fn
+
+
+def test_a_build_from_an_empty_cache_is_byte_identical(
+    source_root: Path, first_build: dict[str, Path], tmp_path: Path
+) -> None:
+    # GIVEN no installed dependencies at all WHEN status is built again from its lock THEN same bytes
+    fresh = build(source_root, tmp_path / "out", tmp_path / "cache", functions=["status"])
+    assert fresh["status"].path.read_bytes() == first_build["status"].read_bytes()
 
 
 def test_a_code_change_changes_only_the_zips_that_hold_it(tmp_path: Path) -> None:
@@ -113,16 +157,54 @@ def test_a_missing_handler_fails_with_its_path(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()  # failed before any pip work or output
 
 
-def test_runtime_dependencies_leave_out_what_the_lambda_runtime_ships(tmp_path: Path) -> None:
-    pyproject = tmp_path / "pyproject.toml"
-    pyproject.write_text(
-        '[project]\nname = "x"\ndependencies = ["boto3>=1", "Botocore", "redis>=5", "pypdf"]\n'
-    )
-    assert runtime_dependencies(pyproject) == ["pypdf", "redis>=5"]
+def test_a_missing_lock_fails_with_how_to_make_it(tmp_path: Path) -> None:
+    root = make_source_root(tmp_path / "src")
+    (root / "functions" / "status" / "requirements.txt").unlink()
+    with pytest.raises(BuildError, match=r"functions/status/requirements\.txt is missing.*make lock"):
+        build(root, tmp_path / "out", CACHE)
 
 
-def test_dependencies_import_on_cpython_3_13(first_build: dict[str, Path], tmp_path: Path) -> None:
-    # The project needs CPython 3.13 (LocalStack and the Lambda runtime): find it as `stack up` does.
+def test_arm64_builds_carry_aarch64_binaries(source_root: Path, tmp_path: Path) -> None:
+    built = build(source_root, tmp_path, CACHE, functions=["process_pdf"], architecture="arm64")
+    with zipfile.ZipFile(built["process_pdf"].path) as zf:
+        libs = [n for n in zf.namelist() if n.startswith("pypdfium2_raw/") and n.endswith(".so")]
+        assert libs
+        header = zf.read(libs[0])[:20]
+    assert header[:4] == b"\x7fELF" and int.from_bytes(header[18:20], "little") == 0xB7  # EM_AARCH64
+
+
+def test_sam_gets_the_same_files_as_the_zip(tmp_path: Path) -> None:
+    # `sam build` runs `make build-StatusFunction`, which calls export_for_sam
+    artefact = export_for_sam("Status", tmp_path / "artifacts", host_architecture())
+    exported = {p.relative_to(tmp_path / "artifacts").as_posix() for p in (tmp_path / "artifacts").rglob("*")}
+    assert set(names(artefact.path)) <= exported
+    assert {p for p in exported if not (tmp_path / "artifacts" / p).is_dir()} == set(names(artefact.path))
+
+
+def test_each_handler_imports_with_only_its_zip_on_cpython_3_13(
+    first_build: dict[str, Path], tmp_path: Path
+) -> None:
+    # -S: no site-packages at all, so every import comes from the zip or the standard library (the
+    # runtime's boto3 is imported lazily, when clients are built, not at cold start).
+    python = find_python313()
+    for fn, path in first_build.items():
+        with zipfile.ZipFile(path) as zf:
+            zf.extractall(tmp_path / fn)
+        code = "import sys; sys.path.insert(0, sys.argv[1]); import handler; print(handler.__file__)"
+        proc = subprocess.run(
+            [python, "-I", "-S", "-B", "-c", code, str(tmp_path / fn)],
+            capture_output=True,
+            text=True,
+            env={"POWERTOOLS_SERVICE_NAME": "pdfbatch-test", "AWS_DEFAULT_REGION": "us-east-1"},
+            check=False,
+        )
+        assert proc.returncode == 0, (fn, proc.stderr[-2000:])
+        assert proc.stdout.strip() == str(tmp_path / fn / "handler.py")
+
+
+def test_process_pdf_dependencies_import_on_cpython_3_13(
+    first_build: dict[str, Path], tmp_path: Path
+) -> None:
     python = find_python313()
     with zipfile.ZipFile(first_build["process_pdf"]) as zf:
         zf.extractall(tmp_path)
@@ -130,8 +212,51 @@ def test_dependencies_import_on_cpython_3_13(first_build: dict[str, Path], tmp_p
         "import sys; sys.path.insert(0, sys.argv[1]); "
         "import pypdfium2, pypdf, cryptography.hazmat.bindings._rust, pymysql, redis; "
         "from aws_lambda_powertools.utilities.batch import BatchProcessor; "
-        "import pdfbatch.config; print(pdfbatch.config.__file__)"
+        "import pdfbatch.pdf; print(pdfbatch.pdf.__file__)"
     )
-    proc = subprocess.run([python, "-I", "-c", code, str(tmp_path)], capture_output=True, text=True)
+    proc = subprocess.run([python, "-I", "-B", "-c", code, str(tmp_path)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().startswith(str(tmp_path))
+
+
+# ------------------------------------------------------------------------------------------ locks
+
+
+def _in_names(path: Path) -> set[str]:
+    out = set()
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            out.add(re.split(r"[<>=!~\[; ]", line, maxsplit=1)[0].lower())
+    return out
+
+
+def test_function_locks_pin_every_package_with_hashes_at_the_shared_versions() -> None:
+    shared = locked_packages(REPO / "requirements" / "lambda.lock")
+    for fn in FUNCTIONS:
+        lock = REPO / "functions" / fn / "requirements.txt"
+        text = lock.read_text()
+        pins = locked_packages(lock)
+        assert pins and all(shared[name] == version for name, version in pins.items()), fn
+        # every requirement line carries at least one hash (pip's --require-hashes would refuse it)
+        blocks = re.split(r"\n(?=[a-z0-9])", text.split("\n", 2)[-1].strip())
+        assert all("--hash=sha256:" in b for b in blocks if "==" in b), fn
+        assert _in_names(REPO / "functions" / fn / "requirements.in") <= set(pins), fn
+
+
+def test_the_project_dependencies_are_what_the_functions_import_together() -> None:
+    with (REPO / "pyproject.toml").open("rb") as fh:
+        project = {
+            re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0].lower()
+            for d in tomllib.load(fh)["project"]["dependencies"]
+        }
+    imported = set().union(*(_in_names(REPO / "functions" / fn / "requirements.in") for fn in FUNCTIONS))
+    assert project == imported
+
+
+def test_the_dev_environment_is_installed_from_a_hashed_lock() -> None:
+    makefile = (REPO / "Makefile").read_text()
+    assert "--require-hashes --no-deps -r $(DEV_LOCK)" in makefile
+    lock = (REPO / "requirements" / "dev.lock").read_text()
+    for name in ("aws-sam-cli", "cfn-lint", "pytest", "uv", "pip", "setuptools"):
+        assert re.search(rf"^{name}==\S+ \\\n\s+--hash=sha256:", lock, re.M), name

@@ -1,11 +1,14 @@
 """Build the function zips, upload them, and create or update the CloudFormation stack.
 
-    python -m pdfbatch.ops.deploy [--stack-name pdfbatch] [--param Key=Value ...] [--no-build]
+    python -m pdfbatch.ops.deploy [--stack-name pdfbatch] [--param Key=Value ...]
 
-Deploys to LocalStack when AWS_ENDPOINT_URL is set, to AWS otherwise. The functions get
-PDFBATCH_MYSQL_URL and PDFBATCH_REDIS_URL from the operator's environment (defaults: the local
-MariaDB and Redis). Uses create_stack/update_stack with short polling rather than
-`aws cloudformation deploy`, whose waiters add ~30 s to every LocalStack deploy.
+Deploys to LocalStack when AWS_ENDPOINT_URL is set, to AWS otherwise (`sam build && sam deploy` is the
+documented AWS path; this one is the fast local one). It deploys infra/template.yaml as `sam package`
+would: each function's local CodeUri becomes the S3 location of the zip pdfbatch.ops.build made from it.
+The operator's PDFBATCH_MYSQL_URL is split: where the database is goes to the template (MysqlUrl), who
+may use it goes to the stack's database secret, as the API key goes to its secret. Uses
+create_stack/update_stack with short polling rather than `aws cloudformation deploy`, whose waiters add
+~30 s to every LocalStack deploy.
 """
 
 from __future__ import annotations
@@ -18,25 +21,41 @@ import re
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
-from pdfbatch.config import DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL
+from pdfbatch.config import DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, split_mysql_credentials
+from pdfbatch.errors import ConfigError
 from pdfbatch.ops.api import local_api_key, remember_api_url
-from pdfbatch.ops.build import Artefact, BuildError, build, project_root
+from pdfbatch.ops.build import (
+    DEFAULT_ARCH,
+    Artefact,
+    BuildError,
+    build,
+    host_architecture,
+    project_root,
+)
 
 TEMPLATE = Path("infra") / "template.yaml"
 CAPABILITIES = ["CAPABILITY_IAM", "CAPABILITY_AUTO_EXPAND"]
-# Code parameter of the template for each function.
-CODE_KEY_PARAMS = {"unzip": "UnzipCodeKey", "process_pdf": "ProcessPdfCodeKey", "status": "StatusCodeKey"}
+# `CodeUri: ../functions/<fn>` in the template, as `sam build` reads it.
+_CODE_URI = re.compile(r"^(\s+CodeUri:\s*)\.\./functions/([a-z_]+)/?\s*$", re.M)
 _STACK_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9-]{0,127}$")
 _BUCKETLESS_STACK_NAME = re.compile(r"^[a-z][a-z0-9-]{0,34}$")  # + "-{12-digit account}-{region}" <= 63
 _DONE_OK = {"CREATE_COMPLETE", "UPDATE_COMPLETE"}
 # A stack whose creation failed cannot be updated into shape (LocalStack stops at CREATE_FAILED).
 _RECREATE = {"CREATE_FAILED", "ROLLBACK_COMPLETE", "ROLLBACK_FAILED", "DELETE_FAILED"}
-_REQUIRED_OUTPUTS = ("ApiId", "BucketName", "QueueUrl", "ProcessPdfFunctionName")
+_REQUIRED_OUTPUTS = (
+    "ApiId",
+    "BucketName",
+    "QueueUrl",
+    "ProcessPdfFunctionName",
+    "ApiKeySecretArn",
+    "DatabaseSecretArn",
+)
 _MAX_TEMPLATE_BODY = 51_200
 # LocalStack updates a stack even when nothing changed (AWS answers "No updates are to be performed")
 # and ignores new Tags on update, so a local deploy passes a digest of the template and parameters as
@@ -60,9 +79,11 @@ class DeployParams:
     max_receive_count: int = 5
     log_level: str = "INFO"
     bucket_name: str = ""  # empty: {stack}-{account}-{region}
-    # The REST API's shared secret (PDFBATCH_API_KEY). Empty: on LocalStack the stack's stored key (one is
-    # generated on the first deploy); on AWS a deploy without one is refused.
+    # The REST API's shared secret (PDFBATCH_API_KEY), put in the stack's ApiKeySecret. Empty: on
+    # LocalStack the stack's stored key (one is made on the first deploy); on AWS the generated one.
     api_key: str = field(default="", repr=False)
+    # Lambda architecture on AWS; a local deploy runs the functions on this machine, so uses its own.
+    architecture: str = DEFAULT_ARCH
     extra: Mapping[str, str] = field(default_factory=dict)  # any other template parameter
 
     @classmethod
@@ -79,19 +100,33 @@ class DeployParams:
         return cls(**values)
 
     def template_parameters(self) -> dict[str, str]:
-        """These choices as CloudFormation parameter values."""
+        """These choices as CloudFormation parameter values: where things are, never who may use them."""
+        if urlparse(self.redis_url).password or urlparse(self.redis_url).username:
+            raise DeployError(
+                "PDFBATCH_REDIS_URL holds credentials: put the whole URL in a Secrets Manager secret and "
+                "deploy with --param RedisSecretArn=<its ARN> and a RedisUrl without them"
+            )
+        try:
+            address, _ = split_mysql_credentials(self.mysql_url)
+        except ConfigError as exc:
+            raise DeployError(str(exc)) from exc
         params = {
-            "MysqlUrl": self.mysql_url,
+            "MysqlUrl": address,
             "RedisUrl": self.redis_url,
+            "Architecture": self.architecture,
             "ProcessConcurrency": str(self.process_concurrency),
             "MaxReceiveCount": str(self.max_receive_count),
             "LogLevel": self.log_level,
             "BucketName": self.bucket_name,
         }
-        if self.api_key:
-            params["ApiKey"] = self.api_key
         params.update(self.extra)
         return params
+
+    def database_credentials(self) -> dict[str, str] | None:
+        """{"username", "password"} for the database secret, when PDFBATCH_MYSQL_URL names a user."""
+        if not urlparse(self.mysql_url).username:
+            return None
+        return split_mysql_credentials(self.mysql_url)[1]
 
 
 def _clients(endpoint_url: str | None, region: str) -> Callable[[str], Any]:
@@ -234,11 +269,13 @@ def apply_stack(
     timeout: float = 1800.0,
     log: Log = print,
     skip_unchanged: bool = False,
+    template_url: str | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """create_stack or update_stack and wait; return ("created"|"updated"|"unchanged", stack).
 
     With ``skip_unchanged`` a stack already deployed with the digest of this template and these
     parameters is left alone (for LocalStack, which never answers "No updates are to be performed").
+    ``template_url`` (where ``template_body`` was uploaded) is sent instead of a body over 51,200 bytes.
     """
     from botocore.exceptions import ClientError
 
@@ -246,9 +283,10 @@ def apply_stack(
     if skip_unchanged:
         digest = hashlib.sha256(json.dumps([template_body, sorted(parameters.items())]).encode()).hexdigest()
         parameters = {**parameters, DIGEST_PARAM: digest}
+    source = {"TemplateURL": template_url} if template_url else {"TemplateBody": template_body}
     args: dict[str, Any] = {
         "StackName": stack_name,
-        "TemplateBody": template_body,
+        **source,
         "Parameters": [{"ParameterKey": k, "ParameterValue": v} for k, v in sorted(parameters.items())],
         "Capabilities": CAPABILITIES,
     }
@@ -324,19 +362,17 @@ def deploy(
             f"stack name {stack_name!r} cannot name the bucket (lowercase, at most 35 characters): "
             "set DeployParams.bucket_name"
         )
-    template_body = (root / TEMPLATE).read_text()
-    if len(template_body.encode()) > _MAX_TEMPLATE_BODY:
-        raise DeployError(f"{TEMPLATE} exceeds CloudFormation's {_MAX_TEMPLATE_BODY}-byte inline limit")
-    if not endpoint_url and not params.api_key and not params.extra.get("ApiKey"):
-        raise DeployError(
-            "set PDFBATCH_API_KEY to the REST API's secret (at least 16 characters), e.g. the output of "
-            "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
-        )
+    template_text = (root / TEMPLATE).read_text()
+    local = endpoint_url is not None
+    if local:
+        # The functions run as processes of this machine: its architecture, whatever AWS would use.
+        params = replace(params, architecture=host_architecture())
+    parameters = params.template_parameters()  # fails on credentials in a URL before any work
 
     t0 = time.monotonic()
     if artefacts is None:
         try:
-            artefacts = build(root)
+            artefacts = build(root, architecture=params.architecture)
         except BuildError as exc:
             raise DeployError(f"build failed: {exc}") from exc
     t_build = time.monotonic()
@@ -347,14 +383,14 @@ def deploy(
         artifacts_bucket = f"{stack_name.lower()}-artifacts-{account}-{region}"[:63].rstrip("-.")
     ensure_bucket(s3, artifacts_bucket, region)
     keys = upload_artefacts(s3, artifacts_bucket, stack_name, artefacts)
+    template_body = package_template(template_text, artifacts_bucket, keys)
+    template_url = None
+    if len(template_body.encode()) > _MAX_TEMPLATE_BODY:
+        template_url = upload_template(s3, artifacts_bucket, stack_name, template_body, endpoint_url, region)
     t_upload = time.monotonic()
 
-    parameters = {"ArtifactsBucket": artifacts_bucket, **params.template_parameters()}
-    parameters.update({CODE_KEY_PARAMS[fn]: key for fn, key in keys.items()})
     if endpoint_url:
         parameters.setdefault("PublicEndpointUrl", endpoint_url)
-        # Kept in a git-ignored file so every later deploy (and every ApiClient) uses the same key.
-        parameters["ApiKey"] = local_api_key(root, stack_name, parameters.get("ApiKey"))
     action, stack = apply_stack(
         cfn,
         stack_name,
@@ -363,7 +399,8 @@ def deploy(
         poll=poll,
         timeout=timeout,
         log=log,
-        skip_unchanged=endpoint_url is not None,
+        skip_unchanged=local,
+        template_url=template_url,
     )
     t_stack = time.monotonic()
 
@@ -371,6 +408,18 @@ def deploy(
     missing = [k for k in _REQUIRED_OUTPUTS if k not in outputs]
     if missing:
         raise DeployError(f"stack {stack_name} is {stack['StackStatus']} but lacks the outputs {missing}")
+    # Who may use the database, and the API key, go to the stack's secrets (never a parameter).
+    api_key = params.api_key or None
+    if local:
+        # Kept in a git-ignored file so every later deploy (and every ApiClient) uses the same key.
+        api_key = local_api_key(root, stack_name, api_key)
+    credentials = params.database_credentials()
+    if local and credentials is None:
+        credentials = split_mysql_credentials(params.mysql_url)[1]
+    values = {outputs["ApiKeySecretArn"]: api_key}
+    if not params.extra.get("DatabaseSecretArn"):  # an operator's own secret (e.g. RDS's) is never written
+        values[outputs["DatabaseSecretArn"]] = _json_or_none(credentials)
+    changed = sync_secrets(client("secretsmanager"), values)
     if endpoint_url:
         # CloudFormation on LocalStack ignores ReservedConcurrentExecutions.
         ensure_reserved_concurrency(
@@ -382,9 +431,67 @@ def deploy(
     log(
         f"stack {stack_name} {action} ({stack['StackStatus']}): build {t_build - t0:.1f} s, "
         f"upload {t_upload - t_build:.1f} s, stack {t_stack - t_upload:.1f} s, "
-        f"total {time.monotonic() - t0:.1f} s"
+        f"secrets {'updated' if changed else 'unchanged'}, total {time.monotonic() - t0:.1f} s"
     )
     return outputs
+
+
+def package_template(template: str, bucket: str, keys: Mapping[str, str]) -> str:
+    """The template with each function's local CodeUri replaced by its uploaded zip, as `sam package` does."""
+    seen: list[str] = []
+
+    def code_uri(match: re.Match[str]) -> str:
+        fn = match.group(2)
+        if fn not in keys:
+            raise DeployError(f"{TEMPLATE} has CodeUri ../functions/{fn}, which was not built")
+        seen.append(fn)
+        return f"{match.group(1)}s3://{bucket}/{keys[fn]}"
+
+    packaged = _CODE_URI.sub(code_uri, template)
+    if sorted(seen) != sorted(keys):
+        raise DeployError(f"{TEMPLATE} should have one CodeUri per built function; found {sorted(seen)}")
+    return packaged
+
+
+def upload_template(
+    s3: Any, bucket: str, stack_name: str, body: str, endpoint_url: str | None, region: str
+) -> str:
+    """Upload a template over CloudFormation's inline limit; return the URL to deploy it from."""
+    key = f"{stack_name}/template-{hashlib.sha256(body.encode()).hexdigest()}.yaml"
+    s3.put_object(Bucket=bucket, Key=key, Body=body.encode())
+    if endpoint_url:
+        return f"{endpoint_url.rstrip('/')}/{bucket}/{key}"
+    return f"https://{bucket}.s3.{region}.amazonaws.com/{key}"
+
+
+def _json_or_none(value: Mapping[str, str] | None) -> str | None:
+    return json.dumps(dict(value), sort_keys=True) if value is not None else None
+
+
+def sync_secrets(sm: Any, values: Mapping[str, str | None]) -> bool:
+    """Put each given value in its secret unless it already holds it; return whether any changed.
+
+    A None value leaves the secret as it is (the generated key, the credentials an operator put there).
+    """
+    changed = False
+    for arn, value in values.items():
+        if value is None:
+            continue
+        current = sm.get_secret_value(SecretId=arn).get("SecretString")
+        if _same_secret(current, value):
+            continue
+        sm.put_secret_value(SecretId=arn, SecretString=value)
+        changed = True
+    return changed
+
+
+def _same_secret(current: str | None, wanted: str) -> bool:
+    if current == wanted:
+        return True
+    try:
+        return bool(json.loads(current or "null") == json.loads(wanted))
+    except ValueError:
+        return False
 
 
 def _parse_params(pairs: Sequence[str]) -> dict[str, str]:

@@ -35,7 +35,20 @@ from urllib.parse import urlsplit
 DEFAULT_PORT = 4566
 PORT_ENV = "PDFBATCH_LOCALSTACK_PORT"
 PYTHON313_ENV = "PDFBATCH_PYTHON313"  # an explicit python3.13 binary wins over discovery
-SERVICES = ("s3", "sqs", "lambda", "apigateway", "iam", "sts", "logs", "cloudformation")
+# secretsmanager: the functions read the MySQL credentials and the API key there; cloudwatch: the template's
+# alarms and dashboard.
+SERVICES = (
+    "s3",
+    "sqs",
+    "lambda",
+    "apigateway",
+    "iam",
+    "sts",
+    "logs",
+    "cloudformation",
+    "secretsmanager",
+    "cloudwatch",
+)
 START_TIMEOUT = 90.0
 # Names shared with the executor plugin (infra/localstack/executor): it reads these from its environment.
 LAMBDA_PYTHON_ENV = "PDFBATCH_LAMBDA_PYTHON"
