@@ -15,7 +15,7 @@ import pymysql.cursors
 from pdfbatch.adapters.users_table import (
     COLLATION_ERRNOS,
     LOOKUP_CHUNK,
-    Column,
+    UsersColumns,
     id_text,
     normalise,
     read_columns,
@@ -259,7 +259,7 @@ class MysqlLedger:
         self.client = client
         self.users = users
         self._clock = clock
-        self._email_column: Column | None = None  # read once, on the first lookup
+        self._columns: UsersColumns | None = None  # read once, on the first use of the users table
         # Only identifiers are formatted in (validated as plain names in config); values stay %s.
         u = users
         self._sql_find_users = (
@@ -292,7 +292,7 @@ class MysqlLedger:
         equates accents: ``jose`` finds ``josé``). Raises UsersTableError when the table cannot be
         queried as configured.
         """
-        column = self._users_email_column()
+        column = self._users_columns().email
         wanted = list(dict.fromkeys(n for n in map(normalise, emails) if n and column.can_hold(n)))
         rows: list[UserRow] = []
         for start in range(0, len(wanted), LOOKUP_CHUNK):
@@ -331,14 +331,16 @@ class MysqlLedger:
             cur.execute(sql, list(args))
             return list(cur.fetchall())
 
-    def _users_email_column(self) -> Column:
-        """The email column as information_schema describes it (read once; a failed read is retried)."""
-        if self._email_column is None:
-            self._email_column = read_columns(self.client, self.users).email
-        return self._email_column
+    def _users_columns(self) -> UsersColumns:
+        """The three columns as information_schema describes them (read once; a failed read is retried)."""
+        if self._columns is None:
+            self._columns = read_columns(self.client, self.users)
+        return self._columns
 
     def pdf_url_of(self, user_id: str) -> str | None:
         """The user's current pdf_url (None when empty or no such user)."""
+        if not self._users_columns().id.can_be_id(user_id):
+            return None
         rows = self._users_query(self._sql_pdf_url, [user_id])
         return (rows[0]["pdf_url"] or None) if rows else None
 
@@ -505,6 +507,8 @@ class MysqlLedger:
         The id is compared as a string parameter whatever the column's type (MySQL converts it for an
         integer column). Raises UsersTableError when the table cannot be updated as configured.
         """
+        if not self._users_columns().id.can_be_id(user_id):
+            return False
         args = (batch_id, index, pdf_url, *self._record_values(result), user_id)
         with self.client.cursor() as cur, users_errors(self.users):
             cur.execute(self._sql_link, args)

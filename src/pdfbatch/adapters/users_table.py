@@ -8,6 +8,7 @@ by `stack up`'s check (ops/users_check.py). Everything but ``users_errors`` and 
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -66,6 +67,8 @@ _BMP_ONLY = frozenset({"utf8", "utf8mb3", "ucs2"})
 # The five bytes cp1252 leaves undefined, which MySQL's latin1 maps to the C1 controls.
 _LATIN1_EXTRA = frozenset("\x81\x8d\x8f\x90\x9d")
 
+_INTEGER_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "integer", "bigint"})
+_CANONICAL_INTEGER = re.compile(r"0|-?[1-9][0-9]*")
 _TEXT_TYPES = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext"})
 _BINARY_TYPES = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"})
 
@@ -133,6 +136,17 @@ class Column:
     def can_hold(self, text: str) -> bool:
         """Whether this column can hold ``text`` (see ``can_hold``)."""
         return can_hold(None if self.is_binary else self.charset, text)
+
+    def can_be_id(self, text: str) -> bool:
+        """Whether ``text`` can be a value of this id column as ``id_text`` writes it.
+
+        MySQL compares an integer column with a string by converting the string to a number, so
+        ``'7abc'`` and ``'07'`` would find the row of id 7: for integer columns only canonical digits
+        are compared at all.
+        """
+        if self.data_type in _INTEGER_TYPES:
+            return _CANONICAL_INTEGER.fullmatch(text) is not None
+        return self.can_hold(text)
 
 
 def id_text(value: object, users: UsersTable) -> str:
