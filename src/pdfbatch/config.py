@@ -189,7 +189,7 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
 
 def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
     # The first choice is the default (unset or empty).
-    value = (env.get(name) or choices[0]).strip().lower()
+    value = env.get(name) or choices[0]
     if value not in choices:
         raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {env.get(name)!r}")
     return value

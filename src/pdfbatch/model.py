@@ -166,7 +166,7 @@ def final_key(user_id: str, sha256: str) -> str:
 
 # Ids made only of these are used as they are (integers, UUIDs, most slugs): the key of an integer id
 # is the one every earlier release wrote.
-_PLAIN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_PLAIN_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
 _KEPT_IN_ENCODED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-")
 _MAX_ENCODED = 200
 
@@ -174,9 +174,10 @@ _MAX_ENCODED = 200
 def key_segment(user_id: str) -> str:
     """A user id as one S3 key segment of safe characters only (A-Z a-z 0-9 . - _ !), one-to-one.
 
-    Plain ids (letters, digits, ``.``, ``_``, ``-``; not starting with a dot; up to 128) are kept as
-    they are. Any other id is ``!`` and its UTF-8 bytes, each byte outside letters, digits, ``.`` and
-    ``-`` written ``_xx`` (hex): ``john/doe`` -> ``!john_2fdoe``. ``!`` never occurs in a plain id and
+    Plain ids (letters, digits, ``.``, ``_``, ``-``; not starting with a dot, so never ``.`` or ``..``;
+    up to 128) are kept as they are: integers (negative too), UUIDs. Any other id is ``!`` and its
+    UTF-8 bytes, each byte outside letters, digits, ``.`` and ``-`` written ``_xx`` (hex):
+    ``john/doe`` -> ``!john_2fdoe``. ``!`` never occurs in a plain id and
     ``_`` always starts an escape, so no two ids share a segment. An encoding longer than 200
     characters becomes ``!!`` and the SHA-256 of the id (``!`` is always escaped, so never ``!!``
     otherwise): S3 keys stay under their 1,024-byte limit whatever the id.

@@ -269,6 +269,11 @@ class MysqlLedger:
         self._sql_pdf_url = (
             f"SELECT `{u.pdf_url_column}` AS pdf_url FROM {_quote_table(u.table)} WHERE `{u.id_column}` = %s"
         )
+        self._sql_probe = (
+            f"SELECT `{u.id_column}`, `{u.email_column}`, `{u.pdf_url_column}` "
+            f"FROM {_quote_table(u.table)} LIMIT 0",
+            f"UPDATE {_quote_table(u.table)} SET `{u.pdf_url_column}` = `{u.pdf_url_column}` WHERE 1 = 0",
+        )
         # The user's pdf_url and the file's outcome in one multi-table UPDATE: the join has a row only
         # while the user is unlinked AND the file has no outcome, so both rows change or neither does
         # (one atomic statement: one round trip instead of BEGIN, two UPDATEs and COMMIT).
@@ -336,6 +341,19 @@ class MysqlLedger:
         if self._columns is None:
             self._columns = read_columns(self.client, self.users)
         return self._columns
+
+    def probe_users_table(self) -> UsersColumns:
+        """Describe the three columns, read them and write pdf_url of no row (`stack up`'s check).
+
+        Raises UsersTableError when the table or a column is missing, the MySQL user may not read the
+        columns or write pdf_url, or the table is a view that cannot be updated.
+        """
+        columns = read_columns(self.client, self.users)
+        with self.client.cursor() as cur, users_errors(self.users):
+            for statement in self._sql_probe:
+                cur.execute(statement)
+                cur.fetchall()
+        return columns
 
     def pdf_url_of(self, user_id: str) -> str | None:
         """The user's current pdf_url (None when empty or no such user)."""
