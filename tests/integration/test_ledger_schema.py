@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -27,34 +28,51 @@ def column_types(db: Any, table: str) -> dict[str, str]:
         return {r[0]: r[1] for r in cur.fetchall()}
 
 
-def first_release(statement: str) -> str:
-    """A CREATE TABLE of SCHEMA as the first release wrote it: no added column, every changed one old."""
-    for _, column, definition in ADDED_COLUMNS:
-        statement = statement.replace(f"      {column} {definition},\n", "")
-    for table, column, definition, _ in CHANGED_COLUMNS:
-        statement = statement.replace(
-            f"      {column} {definition},\n", f"      {column} {PREVIOUS_DEFINITIONS[(table, column)]},\n"
-        )
+def statement_of(table: str) -> str:
+    (statement,) = [s for s in SCHEMA if f"CREATE TABLE IF NOT EXISTS {table} (" in s]
+    return statement
+
+
+def first_release(table: str) -> str:
+    """The CREATE TABLE of ``table`` as the first release wrote it: no added column, every changed one old."""
+    statement = statement_of(table)
+    for t, column, definition in ADDED_COLUMNS:
+        if t == table:
+            statement = statement.replace(f"      {column} {definition},\n", "")
+    for t, column, definition, _ in CHANGED_COLUMNS:
+        if t == table:
+            old = PREVIOUS_DEFINITIONS[(t, column)]
+            statement = statement.replace(f"      {column} {definition},\n", f"      {column} {old},\n")
     return statement
 
 
 def test_the_first_release_schema_is_what_the_test_rebuilds() -> None:
     # The rebuild above only works while SCHEMA spells each column as ADDED/CHANGED_COLUMNS do.
-    text = "".join(SCHEMA)
-    for _, column, definition in ADDED_COLUMNS:
-        assert f"      {column} {definition},\n" in text, column
-    for _, column, definition, _ in CHANGED_COLUMNS:
-        assert f"      {column} {definition},\n" in text, column
+    for table, column, definition in ADDED_COLUMNS:
+        assert f"      {column} {definition},\n" in statement_of(table), column
+    for table, column, definition, _ in CHANGED_COLUMNS:
+        assert f"      {column} {definition},\n" in statement_of(table), column
+
+
+@pytest.fixture()
+def first_release_ledger(db: Any) -> Iterator[Any]:
+    """The ledger tables as the first release created them; dropped afterwards (the next test's db
+    fixture creates them as this release does)."""
+    with db.cursor() as cur:
+        cur.execute("DROP TABLE IF EXISTS pdfbatch_batches, pdfbatch_files")
+        for table in ("pdfbatch_batches", "pdfbatch_files"):
+            cur.execute(first_release(table))
+    yield db
+    with db.cursor() as cur:
+        cur.execute("DROP TABLE IF EXISTS pdfbatch_batches, pdfbatch_files")
 
 
 def test_columns_added_and_changed_since_the_first_release_appear_and_rows_are_kept(
-    db: Any, settings: Settings
+    first_release_ledger: Any, settings: Settings
 ) -> None:
+    db = first_release_ledger
     # GIVEN the ledger as the first release created it, holding a batch and a file linked to user 42
-    with db.cursor() as cur:
-        cur.execute("DROP TABLE IF EXISTS pdfbatch_batches, pdfbatch_files")
-        for statement in SCHEMA[:2]:
-            cur.execute(first_release(statement))
+    assert "started_at" in column_types(db, "pdfbatch_files")  # a column of the first release
     for table, column, _ in ADDED_COLUMNS:
         assert column not in column_types(db, table)
     assert column_types(db, "pdfbatch_files")["user_id"] == "bigint"

@@ -54,7 +54,9 @@ def process_file(deps: Deps, task: FileTask) -> FileRow | None:
     timings["download"] = time.monotonic() - t
     sha = hashlib.sha256(data).hexdigest()
     try:
-        return _match_and_link(deps, task, row, attempt, data, sha, timings, started)
+        return _match_and_link(
+            deps, task, row=row, attempt=attempt, data=data, sha=sha, timings=timings, started=started
+        )
     except UsersTableError as exc:
         logger.error(
             "the users table cannot be queried as configured; file failed without retries",
@@ -71,6 +73,7 @@ def process_file(deps: Deps, task: FileTask) -> FileRow | None:
 def _match_and_link(
     deps: Deps,
     task: FileTask,
+    *,
     row: FileRow,
     attempt: int,
     data: bytes,
