@@ -14,7 +14,8 @@ from dataclasses import replace
 from typing import Any
 
 from pdfbatch.adapters.redis import hash_fields, live_progress
-from pdfbatch.errors import ProgressMissing
+from pdfbatch.adapters.users_table import can_hold, normalise
+from pdfbatch.errors import ProgressMissing, UsersTableError
 from pdfbatch.model import COUNTED_OUTCOMES, FINAL_STATUSES, FileResult
 from pdfbatch.ports import BatchRow, DoneFile, FileRow, LiveProgress, NewEntry, UserRow
 
@@ -44,30 +45,47 @@ class FakeLedger:
         self.batches: dict[str, BatchRow] = {}
         self.uploads: dict[str, str] = {}
         self.files: dict[tuple[str, int], FileRow] = {}
-        self.users: dict[int, UserRow] = {}  # as stored: email exactly as inserted, pdf_url may be ""
+        self.users: dict[str, UserRow] = {}  # by id, as stored: email as inserted, pdf_url may be ""
+        self.email_charset: str | None = "utf8mb4"  # the email column's character set (None: binary)
+        # Set to the UsersTableError the adapter raises for a misconfigured table (every users query).
+        self.users_table_error: UsersTableError | None = None
 
     # ---- users -------------------------------------------------------------------------------
 
-    def add_user(self, email: str, pdf_url: str | None = None) -> int:
-        """Insert a user (AUTO_INCREMENT id from 1); return its id."""
+    def add_user(self, email: str, pdf_url: str | None = None, user_id: str | None = None) -> str:
+        """Insert a user (AUTO_INCREMENT id from 1 unless ``user_id`` is given); return its id.
+
+        Emails need not be unique (no UNIQUE key, like many customers' tables).
+        """
+        if not can_hold(self.email_charset, email):
+            raise ValueError("the email column's character set cannot hold this address (MySQL: 1366)")
         with self._lock:
-            user_id = max(self.users, default=0) + 1
+            if user_id is None:
+                user_id = str(max((int(u) for u in self.users if u.isdigit()), default=0) + 1)
             self.users[user_id] = UserRow(user_id, email, pdf_url)
             return user_id
 
-    def find_by_emails(self, emails: Sequence[str]) -> dict[str, UserRow]:
-        """Users whose email matches as a *_ci PAD SPACE collation compares (case and trailing blanks)."""
-        wanted = {_ci(e) for e in emails}
-        found: dict[str, UserRow] = {}
-        with self._lock:
-            for user in self.users.values():
-                if _ci(user.email) in wanted:
-                    email = user.email.strip().lower()
-                    found.setdefault(email, UserRow(user.id, email, user.pdf_url or None))
-        return found
+    def _users_query(self) -> None:
+        if self.users_table_error is not None:
+            raise self.users_table_error
 
-    def pdf_url_of(self, user_id: int) -> str | None:
+    def find_by_emails(self, emails: Sequence[str]) -> list[UserRow]:
+        """Every row whose email equals a candidate, as MysqlLedger.find_by_emails: candidates normalised,
+        those the column's character set cannot hold dropped, rows found as a *_ci PAD SPACE collation
+        compares (case and trailing blanks) and kept when their normalised email is a candidate."""
+        self._users_query()
+        wanted = {n for n in map(normalise, emails) if n and can_hold(self.email_charset, n)}
+        collated = {_ci(n) for n in wanted}
+        with self._lock:
+            return [
+                UserRow(user.id, user.email, user.pdf_url or None)
+                for user in self.users.values()
+                if _ci(user.email) in collated and normalise(user.email) in wanted
+            ]
+
+    def pdf_url_of(self, user_id: str) -> str | None:
         """The user's current pdf_url (None when empty or no such user)."""
+        self._users_query()
         with self._lock:
             user = self.users.get(user_id)
             return (user.pdf_url or None) if user else None
@@ -191,6 +209,7 @@ class FakeLedger:
             sha256=result.sha256 if result.sha256 is not None else row.sha256,
             timings=json.loads(json.dumps(result.detail)) if result.detail else {},
             finished_at=self._clock(),
+            users_named=result.users_named,
         )
         return True
 
@@ -203,8 +222,9 @@ class FakeLedger:
             raise LookupError(f"no ledger row for batch entry {index}")
         return row
 
-    def link(self, batch_id: str, index: int, user_id: int, pdf_url: str, result: FileResult) -> bool:
+    def link(self, batch_id: str, index: int, user_id: str, pdf_url: str, result: FileResult) -> bool:
         """Set the user's pdf_url where empty and record ``result``, both or neither; False when taken."""
+        self._users_query()
         with self._lock:
             user = self.users.get(user_id)
             if user is None or user.pdf_url:
@@ -290,7 +310,14 @@ class FakeLedger:
             if (row.outcome, row.reason) != (outcome, reason):
                 return False
             self.files[(batch_id, index)] = replace(
-                row, outcome=None, reason=None, user_id=None, final_key=None, timings={}, finished_at=None
+                row,
+                outcome=None,
+                reason=None,
+                user_id=None,
+                final_key=None,
+                timings={},
+                finished_at=None,
+                users_named=None,
             )
             return True
 

@@ -15,6 +15,11 @@ DEFAULT_MYSQL_URL = "mysql://root@127.0.0.1:3306/pdfbatch"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_ENDPOINT_URL = "http://127.0.0.1:4566"
 
+# PDFBATCH_MATCH_POLICY: which user a PDF is linked to (see pdfbatch.matching, README "Matching").
+#   unique: the only user named on the first page that names one (two or more: ambiguous, nobody)
+#   first:  the first user's address in document order (still ambiguous when two rows share it)
+MATCH_POLICIES = ("unique", "first")
+
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,63}(\.[A-Za-z_][A-Za-z0-9_$]{0,63})?$")
 
 
@@ -65,6 +70,7 @@ class Settings:
     retry_base_seconds: int = 30  # PDFBATCH_RETRY_BASE_SECONDS: first backoff of a failed work message
     retry_max_seconds: int = 900  # PDFBATCH_RETRY_MAX_SECONDS: backoff cap (doubling from the base)
     api_key: str = field(default="", repr=False)  # PDFBATCH_API_KEY: the shared secret of the REST API
+    match_policy: str = "unique"  # PDFBATCH_MATCH_POLICY: one of MATCH_POLICIES
     limits: Limits = field(default_factory=Limits)
     users: UsersTable = field(default_factory=UsersTable)
 
@@ -112,6 +118,7 @@ class Settings:
             redis_secret=e.get("PDFBATCH_REDIS_SECRET", ""),
             api_key_secret=e.get("PDFBATCH_API_KEY_SECRET", ""),
             secrets_max_age=_int(e, "PDFBATCH_SECRETS_MAX_AGE", 300),
+            match_policy=_choice(e, "PDFBATCH_MATCH_POLICY", MATCH_POLICIES),
             limits=limits,
             users=users,
         )
@@ -171,7 +178,9 @@ def parse_mysql_url(url: str) -> MysqlParams:
         raise ConfigError("PDFBATCH_MYSQL_URL must look like mysql://user:password@host:3306/database")
     database = parsed.path.lstrip("/")
     if not database or not _IDENT.fullmatch(database):
-        raise ConfigError("PDFBATCH_MYSQL_URL must name a database, e.g. mysql://root@127.0.0.1:3306/pdfbatch")
+        raise ConfigError(
+            "PDFBATCH_MYSQL_URL must name a database, e.g. mysql://root@127.0.0.1:3306/pdfbatch"
+        )
     return MysqlParams(
         host=parsed.hostname,
         port=parsed.port or 3306,
@@ -226,6 +235,14 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
         raise ConfigError(f"{name} must be a number, got {raw!r}") from exc
     if value <= 0:
         raise ConfigError(f"{name} must be positive")
+    return value
+
+
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
+    # The first choice is the default (unset or empty).
+    value = env.get(name) or choices[0]
+    if value not in choices:
+        raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {env.get(name)!r}")
     return value
 
 

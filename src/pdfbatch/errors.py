@@ -26,6 +26,22 @@ class InvalidInput(PdfBatchError):
     code = "invalid_input"
 
 
+class UsersTableError(InvalidInput):
+    """The configured users table cannot be queried as configured (a missing table or column, a collation
+    that cannot compare, no privilege on it): a configuration problem, never an outage to retry.
+
+    The message names the problem with configuration names only (table and column names, the server's
+    error number), never a value from the table or an address.
+    """
+
+    code = "users_table_error"
+
+    def __init__(self, problem: str, errno: int | None = None) -> None:
+        self.problem = problem
+        self.errno = errno
+        super().__init__(problem)
+
+
 class NotFound(PdfBatchError):
     """The thing asked for does not exist (HTTP 404)."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import hashlib
 import re
 from dataclasses import dataclass, field
 
@@ -29,6 +30,7 @@ class Reason(enum.StrEnum):
     NO_TEXT_LAYER = "no_text_layer"
     NO_EMAIL = "no_email"
     NO_USER = "no_user"
+    AMBIGUOUS = "ambiguous"  # the deciding page names two or more users: nobody is linked
     # skipped_already_exists
     ALREADY_LINKED = "already_linked"
     # failed
@@ -41,6 +43,7 @@ class Reason(enum.StrEnum):
     UNSUPPORTED_COMPRESSION = "unsupported_compression"
     GAVE_UP = "gave_up"  # kept failing on every delivery
     MISSING_OBJECT = "missing_object"  # the staged copy was gone (expired or deleted)
+    USERS_TABLE_ERROR = "users_table_error"  # the users table cannot be read as configured (never retried)
     # ignored (not counted)
     DIRECTORY = "directory"
     MACOS_METADATA = "macos_metadata"
@@ -53,6 +56,7 @@ REASON_OUTCOME: dict[str, str] = {
     Reason.NO_TEXT_LAYER: Outcome.SKIPPED_NO_MATCH,
     Reason.NO_EMAIL: Outcome.SKIPPED_NO_MATCH,
     Reason.NO_USER: Outcome.SKIPPED_NO_MATCH,
+    Reason.AMBIGUOUS: Outcome.SKIPPED_NO_MATCH,
     Reason.ALREADY_LINKED: Outcome.SKIPPED_ALREADY_EXISTS,
     Reason.MALFORMED_PDF: Outcome.FAILED,
     Reason.ENCRYPTED: Outcome.FAILED,
@@ -63,6 +67,7 @@ REASON_OUTCOME: dict[str, str] = {
     Reason.UNSUPPORTED_COMPRESSION: Outcome.FAILED,
     Reason.GAVE_UP: Outcome.FAILED,
     Reason.MISSING_OBJECT: Outcome.FAILED,
+    Reason.USERS_TABLE_ERROR: Outcome.FAILED,
     Reason.DIRECTORY: IGNORED,
     Reason.MACOS_METADATA: IGNORED,
     Reason.HIDDEN_FILE: IGNORED,
@@ -112,10 +117,11 @@ class FileResult:
 
     outcome: str
     reason: str
-    user_id: int | None = None
+    user_id: str | None = None  # the users row's id as text (an integer id as its decimal digits)
     final_key: str | None = None
     sha256: str | None = None
     detail: dict[str, float] = field(default_factory=dict)
+    users_named: int | None = None  # ambiguous: how many users the deciding page named (never who)
 
 
 @dataclass(frozen=True)
@@ -153,9 +159,36 @@ def staging_key(batch_id: str, index: int) -> str:
     return f"staging/{batch_id}/{index:07d}.pdf"
 
 
-def final_key(user_id: int, sha256: str) -> str:
+def final_key(user_id: str, sha256: str) -> str:
     """Where a linked PDF lives: one key per user and content, so a re-run rewrites the same object."""
-    return f"pdfs/{user_id}/{sha256}.pdf"
+    return f"pdfs/{key_segment(user_id)}/{sha256}.pdf"
+
+
+# Ids made only of these are used as they are (integers, UUIDs, most slugs): the key of an integer id
+# is the one every earlier release wrote.
+_PLAIN_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
+_KEPT_IN_ENCODED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-")
+_MAX_ENCODED = 200
+
+
+def key_segment(user_id: str) -> str:
+    """A user id as one S3 key segment of safe characters only (A-Z a-z 0-9 . - _ !), one-to-one.
+
+    Plain ids (letters, digits, ``.``, ``_``, ``-``; not starting with a dot, so never ``.`` or ``..``;
+    up to 128) are kept as they are: integers (negative too), UUIDs. Any other id is ``!`` and its
+    UTF-8 bytes, each byte outside letters, digits, ``.`` and ``-`` written ``_xx`` (hex):
+    ``john/doe`` -> ``!john_2fdoe``. ``!`` never occurs in a plain id and
+    ``_`` always starts an escape, so no two ids share a segment. An encoding longer than 200
+    characters becomes ``!!`` and the SHA-256 of the id (``!`` is always escaped, so never ``!!``
+    otherwise): S3 keys stay under their 1,024-byte limit whatever the id.
+    """
+    if _PLAIN_ID.fullmatch(user_id):
+        return user_id
+    raw = user_id.encode("utf-8", "surrogatepass")
+    encoded = "!" + "".join(chr(b) if b in _KEPT_IN_ENCODED else f"_{b:02x}" for b in raw)
+    if len(encoded) > _MAX_ENCODED:
+        return "!!" + hashlib.sha256(raw).hexdigest()
+    return encoded
 
 
 # What each reason means to a person reading the results (CLI, upload page, CSV).
@@ -164,6 +197,7 @@ REASON_TEXT: dict[str, str] = {
     Reason.NO_TEXT_LAYER: "no text found (a scan or image-only PDF)",
     Reason.NO_EMAIL: "no email address found",
     Reason.NO_USER: "email address found, but no user has it",
+    Reason.AMBIGUOUS: "names more than one user; nobody was linked",
     Reason.ALREADY_LINKED: "the user already has a PDF on file",
     Reason.MALFORMED_PDF: "not a readable PDF (damaged, truncated or another file type)",
     Reason.ENCRYPTED: "password-protected",
@@ -174,6 +208,7 @@ REASON_TEXT: dict[str, str] = {
     Reason.UNSUPPORTED_COMPRESSION: "compressed with an unsupported method",
     Reason.GAVE_UP: "kept failing after several attempts",
     Reason.MISSING_OBJECT: "the staged copy was gone before it could be read",
+    Reason.USERS_TABLE_ERROR: "the users table cannot be read as configured (see the process_pdf logs)",
     Reason.DIRECTORY: "a folder",
     Reason.MACOS_METADATA: "macOS metadata, not a document",
     Reason.HIDDEN_FILE: "a hidden file",

@@ -11,10 +11,10 @@ from pdfbatch.model import FileResult, FileTask
 
 @dataclass(frozen=True)
 class UserRow:
-    """The three columns pdfbatch needs from the customer's users table."""
+    """The three columns pdfbatch needs from the customer's users table (one row; two may share an email)."""
 
-    id: int
-    email: str
+    id: str  # the id column's value as text: an integer id as its decimal digits, a UUID or string as is
+    email: str  # as stored
     pdf_url: str | None
 
 
@@ -48,7 +48,7 @@ class FileRow:
     kind: str  # "pdf" or "ignored"
     outcome: str | None
     reason: str | None
-    user_id: int | None
+    user_id: str | None
     final_key: str | None
     sha256: str | None
     size: int
@@ -56,6 +56,7 @@ class FileRow:
     created_at: float
     finished_at: float | None
     timings: Mapping[str, float] = field(default_factory=dict)
+    users_named: int | None = None  # ambiguous: how many users the deciding page named (never who)
 
 
 @dataclass(frozen=True)
@@ -151,11 +152,16 @@ class WorkQueue(Protocol):
 class Users(Protocol):
     """Read access to the customer's users table."""
 
-    def find_by_emails(self, emails: Sequence[str]) -> dict[str, UserRow]:
-        """Users whose email matches any of ``emails`` (case-insensitive), keyed by lowercased email."""
+    def find_by_emails(self, emails: Sequence[str]) -> list[UserRow]:
+        """Every row whose email equals one of ``emails`` case-insensitively, duplicates included.
+
+        Any number of candidates (the adapter chunks them); candidates the email column's character
+        set cannot hold are not looked up (no stored email can equal them). Order free. Raises
+        UsersTableError when the table cannot be queried as configured.
+        """
         ...
 
-    def pdf_url_of(self, user_id: int) -> str | None:
+    def pdf_url_of(self, user_id: str) -> str | None:
         """The user's current pdf_url."""
         ...
 
@@ -207,7 +213,7 @@ class Ledger(Protocol):
         """Record the outcome unless one is already recorded; return the row as stored."""
         ...
 
-    def link(self, batch_id: str, index: int, user_id: int, pdf_url: str, result: FileResult) -> bool:
+    def link(self, batch_id: str, index: int, user_id: str, pdf_url: str, result: FileResult) -> bool:
         """In one transaction set users.pdf_url where still empty and record ``result``; False if taken."""
         ...
 

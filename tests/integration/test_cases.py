@@ -6,7 +6,10 @@ observed; tests/unit/test_cases.py checks the file against the registry.
 
 from __future__ import annotations
 
+import itertools
 import os
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +17,8 @@ import pytest
 
 from fixtures import cases
 from fixtures.pipeline import assert_counters_match_ledger, ledger_rows
+from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
+from pdfbatch.config import UsersTable
 from plugins.services import add_users
 
 pytestmark = pytest.mark.integration
@@ -21,10 +26,50 @@ pytestmark = pytest.mark.integration
 DOC = Path(__file__).resolve().parents[2] / "docs" / "CASES.md"
 
 
-def test_one_zip_of_every_bad_entry_ends_with_its_outcome_and_the_batch_completes(deps: Any, db: Any) -> None:
-    # GIVEN one ZIP holding every entry case, then an ordinary résumé, and the users they name
+@pytest.fixture()
+def use_table(deps: Any, db: Any) -> Iterator[cases.UseTable]:
+    """run_entry_cases' hook over MariaDB: the development `users` table, or a new table of the shape."""
+    made: list[tuple[str, MysqlLedger]] = []
+
+    def use(d: Any, shape: cases.UsersTableShape | None) -> Callable[[str], str]:
+        if shape is None:
+            return lambda email: add_users(db, email)[email]
+        name = f"users_case_{shape.name}"
+        with db.cursor() as cur:
+            cur.execute(f"DROP TABLE IF EXISTS `{name}`")
+            cur.execute(shape.ddl(f"`{name}`"))
+        users = UsersTable(table=name)
+        ledger = MysqlLedger(MysqlClient.from_url(d.settings.mysql_url), users)
+        made.append((name, ledger))
+        d.settings = replace(d.settings, users=users)
+        d.ledger = d.users = ledger
+        numbers = itertools.count(1)
+
+        def add(email: str) -> str:
+            user_id = shape.user_id(next(numbers))
+            with db.cursor() as cur:
+                if user_id is None:
+                    cur.execute(f"INSERT INTO `{name}` (email) VALUES (%s)", (email,))
+                    return str(cur.lastrowid)
+                cur.execute(f"INSERT INTO `{name}` (id, email) VALUES (%s, %s)", (user_id, email))
+                return user_id
+
+        return add
+
+    yield use
+    for name, ledger in made:
+        ledger.client.close()
+        with db.cursor() as cur:
+            cur.execute(f"DROP TABLE IF EXISTS `{name}`")
+
+
+def test_one_zip_of_every_bad_entry_ends_with_its_outcome_and_the_batch_completes(
+    deps: Any, db: Any, use_table: cases.UseTable
+) -> None:
+    # GIVEN one ZIP holding every entry case, then an ordinary résumé, and the users they name (and one
+    # ZIP per users table of another shape, for the cases that need one)
     # WHEN it is staged and every message processed over the real MySQL and Redis
-    observed, status, rows = cases.run_entry_cases(deps, cases.ENTRY_CASES, lambda e: add_users(db, e)[e])
+    observed, statuses, rows = cases.run_entry_cases(deps, cases.ENTRY_CASES, use_table)
     # AND each unreadable upload is staged on its own
     archives = {case.name: cases.run_archive_case(deps, case) for case in cases.ARCHIVE_CASES}
     if os.environ.get("PDFBATCH_WRITE_CASES") == "1":
@@ -34,18 +79,23 @@ def test_one_zip_of_every_bad_entry_ends_with_its_outcome_and_the_batch_complete
     problems = [p for case in cases.ENTRY_CASES for p in cases.mismatches(case, observed[case.name])]
     assert problems == []
     assert observed["after_the_cases"][0].outcome == "linked"
-    # AND the batch completed, its counters equal to the ledger
-    assert status["status"] == "COMPLETED"
-    assert status["processed"] == status["totalFiles"] == sum(1 for r in rows if r.kind == "pdf")
-    assert_counters_match_ledger(deps, status["batchId"])
+    # AND every batch completed, its counters equal to the ledger
+    for status in statuses:
+        assert status["status"] == "COMPLETED"
+        pdf_rows = sum(1 for r in rows if r.kind == "pdf" and r.batch_id == status["batchId"])
+        assert status["processed"] == status["totalFiles"] == pdf_rows
+        assert_counters_match_ledger(deps, status["batchId"])
+
     # AND every entry name (unicode, backslashes, `..`, cp437) round-trips through the MySQL ledger
-    expected_names = [
-        e.name.decode("cp437") if isinstance(e.name, bytes) else e.name
-        for case in cases.ENTRY_CASES
-        for e in case.entries
-    ]
-    stored = [r["entry_name"] for r in ledger_rows(db, status["batchId"])]
-    assert stored == [*expected_names, "after-the-cases.pdf"]
+    def names(group: list[cases.EntryCase]) -> list[str]:
+        return [
+            e.name.decode("cp437") if isinstance(e.name, bytes) else e.name for c in group for e in c.entries
+        ]
+
+    ordered = cases.in_run_order(cases.ENTRY_CASES)
+    development = [c for c in ordered if c.table is None]
+    stored = [r["entry_name"] for status in statuses for r in ledger_rows(db, status["batchId"])]
+    assert stored == [*names(development), "after-the-cases.pdf", *names(ordered[len(development) :])]
     # AND each unreadable upload failed its batch with its reason
     assert {n: (s["status"], s.get("reason")) for n, s in archives.items()} == {
         n: (s["status"], s["reason"]) for n, s in cases.expected_archives().items()

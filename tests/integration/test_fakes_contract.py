@@ -18,8 +18,9 @@ import redis
 from fakes import FakeClock, FakeLedger, FakeProgress
 from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
 from pdfbatch.adapters.redis import RedisProgress, done_key, progress_key
-from pdfbatch.config import Settings
-from pdfbatch.errors import ProgressMissing
+from pdfbatch.adapters.users_table import can_hold
+from pdfbatch.config import Settings, UsersTable
+from pdfbatch.errors import ProgressMissing, UsersTableError
 from pdfbatch.model import FileResult
 from pdfbatch.ports import LiveProgress, NewEntry, Progress
 from plugins.services import add_users
@@ -38,7 +39,7 @@ class Recorder:
     def __call__(self, label: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:
             result = fn(*args, **kwargs)
-        except (ProgressMissing, LookupError) as exc:
+        except (ProgressMissing, LookupError, UsersTableError) as exc:
             result = type(exc).__name__
         self.out.append((label, result))
         return result
@@ -47,7 +48,7 @@ class Recorder:
 @dataclass
 class LedgerSide:
     ledger: FakeLedger | MysqlLedger  # both a Ledger and Users
-    add_user: Callable[[str, str | None], int]
+    add_user: Callable[[str, str | None], str]
     clock: FakeClock
 
 
@@ -82,7 +83,7 @@ def fake_ledger() -> LedgerSide:
     return LedgerSide(ledger, ledger.add_user, clock)
 
 
-def linked(user_id: int, key: str) -> FileResult:
+def linked(user_id: str, key: str) -> FileResult:
     return FileResult(
         "linked", "matched", user_id=user_id, final_key=key, sha256="ab" * 32, detail={"x": 0.1}
     )
@@ -98,7 +99,8 @@ def users_script(side: LedgerSide) -> Transcript:
         "find", users.find_by_emails, ["alice@example.com", "BOB@EXAMPLE.COM", "carol@example.com", "x@y.org"]
     )
     call("find none", users.find_by_emails, [])
-    call("pdf_url_of", lambda: [users.pdf_url_of(u) for u in (a, b, c, 999)])
+    call("find by a stored blank", users.find_by_emails, ["carol@example.com   "])
+    call("pdf_url_of", lambda: [users.pdf_url_of(u) for u in (a, b, c, "999", "1abc")])
     return call.out
 
 
@@ -146,6 +148,13 @@ def ledger_script(side: LedgerSide, run: str) -> Transcript:
     # outcomes
     tick(0.1)
     call("record", ledger.record, b1, 1, FileResult("skipped_no_match", "no_email", sha256="cd" * 32))
+    call(
+        "record ambiguous",
+        ledger.record,
+        b1,
+        4,
+        FileResult("skipped_no_match", "ambiguous", sha256="ef" * 32, users_named=3),
+    )
     tick(0.1)
     call("record again keeps the first", ledger.record, b1, 1, FileResult("failed", "gave_up"))
     call("record missing", ledger.record, b1, 99, FileResult("failed", "gave_up"))
@@ -155,7 +164,7 @@ def ledger_script(side: LedgerSide, run: str) -> Transcript:
     call("link empty-string user", ledger.link, b1, 2, c, "s3://bkt/pdfs/c.pdf", linked(c, "pdfs/c.pdf"))
     call("link a recorded file", ledger.link, b1, 1, d, "s3://bkt/pdfs/d.pdf", linked(d, "pdfs/d.pdf"))
     call("rolled back", ledger.pdf_url_of, d)
-    call("link unknown user", ledger.link, b1, 3, 999, "s3://bkt/pdfs/z.pdf", linked(999, "pdfs/z.pdf"))
+    call("link unknown user", ledger.link, b1, 3, "999", "s3://bkt/pdfs/z.pdf", linked("999", "pdfs/z.pdf"))
     call("link unknown file", ledger.link, b1, 99, d, "s3://bkt/pdfs/d.pdf", linked(d, "pdfs/d.pdf"))
     call("still empty", ledger.pdf_url_of, d)
     call("files after links", ledger.list_files, b1, -1, 100)
@@ -219,6 +228,176 @@ def test_fake_users_match_mysql_users(real_ledger: LedgerSide) -> None:
 def test_fake_ledger_matches_mysql_ledger(real_ledger: LedgerSide) -> None:
     run = uuid.uuid4().hex
     assert_same(ledger_script(fake_ledger(), run), ledger_script(real_ledger, run))
+
+
+# ---------------------------------------------------------------------------------------------
+# Users tables as customers have them: string and UUID ids, duplicate emails, latin1 and utf8mb3
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A users table: its DDL ({table} is its name), its email column's charset, the ids to insert."""
+
+    name: str
+    ddl: str
+    charset: str
+    ids: tuple[str, ...] | None  # None: AUTO_INCREMENT
+
+
+SHAPES = (
+    Shape(
+        "latin1_string_ids",
+        "CREATE TABLE {table} (id VARCHAR(64) PRIMARY KEY, email VARCHAR(320) NOT NULL, "
+        "pdf_url VARCHAR(1024) NULL) DEFAULT CHARSET=latin1",
+        "latin1",
+        ("user/7 ü", "ID-2", "a b", "x.y", "0042", "z"),
+    ),
+    Shape(
+        "utf8mb3_uuid_ids",
+        "CREATE TABLE {table} (id CHAR(36) PRIMARY KEY, email VARCHAR(255) NOT NULL, "
+        "pdf_url TEXT NULL) DEFAULT CHARSET=utf8mb3",
+        "utf8mb3",
+        tuple(str(uuid.UUID(int=n * 0x1111_1111_1111_1111)) for n in range(1, 7)),
+    ),
+    Shape(
+        "utf8mb4_bigint_ids",
+        "CREATE TABLE {table} (id BIGINT AUTO_INCREMENT PRIMARY KEY, email VARCHAR(320) NOT NULL, "
+        "pdf_url VARCHAR(1024) NULL, KEY by_email (email)) DEFAULT CHARSET=utf8mb4",
+        "utf8mb4",
+        None,
+    ),
+)
+
+# Addresses in three scripts: ASCII, Latin-1 accents, Cyrillic, and a 4-byte (outside the BMP) one.
+ACCENTED = "josé@example.com"
+CYRILLIC = "мария@example.com"
+ASTRAL = "𝕞𝕒𝕣𝕚𝕒@example.com"
+
+
+@dataclass
+class UsersSide:
+    users: FakeLedger | MysqlLedger
+    add_user: Callable[[str, str | None, str | None], str]
+
+
+def sorted_rows(users: FakeLedger | MysqlLedger, emails: list[str]) -> list[Any]:
+    return sorted(users.find_by_emails(emails), key=lambda r: (r.id, r.email))
+
+
+def users_shape_script(side: UsersSide, shape: Shape, run: str) -> Transcript:
+    call, users = Recorder(), side.users
+    ids = iter(shape.ids or ())
+
+    def add(email: str, pdf_url: str | None = None) -> str | None:
+        if not can_hold(shape.charset, email):
+            return None  # the column cannot hold it: MySQL refuses the INSERT (1366)
+        return side.add_user(email, pdf_url, next(ids, None))
+
+    alice = add("Alice@Example.COM")
+    twin = add("alice@example.com ")  # the same address on a second row (no UNIQUE key)
+    bob = add("bob@example.com", "s3://old/b.pdf")
+    jose = add(ACCENTED)
+    maria = add(CYRILLIC)  # not in the latin1 table
+    call("ids", lambda: (alice, twin, bob, jose, maria))
+
+    def find(label: str, emails: list[str]) -> None:
+        call(label, sorted_rows, users, emails)
+
+    find("a shared address gives every row", ["ALICE@example.com"])
+    find("addresses the column cannot hold are never sent", [CYRILLIC, ASTRAL, "bob@example.com"])
+    find("accents are not folded (general_ci would equate them)", ["jose@example.com"])
+    find("accents are compared case-insensitively", ["JOSÉ@EXAMPLE.COM"])
+    find("thousands of candidates, chunked", [f"n{i}@example.com" for i in range(1200)] + ["bob@example.com"])
+    find("only candidates it cannot hold", [ASTRAL])
+    call("pdf_url_of", lambda: [users.pdf_url_of(u) for u in (alice, bob, jose, "no such id") if u])
+
+    b = run[:32]
+    assert isinstance(users, FakeLedger | MysqlLedger)
+    call("create", users.create_batch, b, "bkt", f"uploads/{b}.zip", "api", "PROCESSING")
+    call("add", users.add_entries, b, [NewEntry(i, f"f{i}.pdf", "pdf", 1) for i in range(3)])
+    assert alice is not None and bob is not None
+    call("link a string id", users.link, b, 0, alice, "s3://bkt/a.pdf", linked(alice, "pdfs/a.pdf"))
+    call("link a linked user", users.link, b, 1, bob, "s3://bkt/b.pdf", linked(bob, "pdfs/b.pdf"))
+    call("linked", lambda: [users.pdf_url_of(u) for u in (alice, twin, bob) if u])
+    call("recorded", users.get_file, b, 0)
+    return call.out
+
+
+@pytest.fixture()
+def shape_table(db: Any, settings: Settings, run_id: str) -> Iterator[tuple[UsersTable, Any]]:
+    table = f"users_{run_id}"
+    yield UsersTable(table=table), db
+    with db.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS `{table}`")
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.name)
+def test_fake_users_match_mysql_users_of_any_shape(
+    shape: Shape, shape_table: tuple[UsersTable, Any], settings: Settings
+) -> None:
+    users_table, db = shape_table
+    with db.cursor() as cur:
+        cur.execute(shape.ddl.format(table=f"`{users_table.table}`"))
+
+    def add_real(email: str, pdf_url: str | None, user_id: str | None) -> str:
+        with db.cursor() as cur:
+            if user_id is None:
+                cur.execute(
+                    f"INSERT INTO `{users_table.table}` (email, pdf_url) VALUES (%s, %s)", (email, pdf_url)
+                )
+                return str(cur.lastrowid)
+            cur.execute(
+                f"INSERT INTO `{users_table.table}` (id, email, pdf_url) VALUES (%s, %s, %s)",
+                (user_id, email, pdf_url),
+            )
+            return user_id
+
+    fake = FakeLedger(FakeClock())
+    fake.email_charset = shape.charset
+    real = MysqlLedger(MysqlClient.from_url(settings.mysql_url), users_table, clock=FakeClock())
+    run = uuid.uuid4().hex
+    try:
+        assert_same(
+            users_shape_script(UsersSide(fake, fake.add_user), shape, run),
+            users_shape_script(UsersSide(real, add_real), shape, run),
+        )
+    finally:
+        real.client.close()
+
+
+def misconfigured_script(users: FakeLedger | MysqlLedger) -> Transcript:
+    call = Recorder()
+    call("find", users.find_by_emails, ["a@example.com"])
+    call("find nothing", users.find_by_emails, [])
+    call("pdf_url_of", users.pdf_url_of, "1")
+    call("link", users.link, "0" * 32, 0, "1", "s3://bkt/a.pdf", linked("1", "pdfs/a.pdf"))
+    return call.out
+
+
+@pytest.mark.parametrize(
+    "ddl",
+    [
+        "CREATE TABLE {table} (id BIGINT PRIMARY KEY, email VARCHAR(320) NOT NULL)",
+        "CREATE TABLE {table} (id BIGINT PRIMARY KEY, mail VARCHAR(320), pdf_url TEXT)",
+        None,  # no table at all
+    ],
+    ids=["no_pdf_url_column", "no_email_column", "no_table"],
+)
+def test_fake_misconfigured_users_table_matches_mysql(
+    ddl: str | None, shape_table: tuple[UsersTable, Any], settings: Settings
+) -> None:
+    users_table, db = shape_table
+    if ddl:
+        with db.cursor() as cur:
+            cur.execute(ddl.format(table=f"`{users_table.table}`"))
+    fake = FakeLedger(FakeClock())
+    fake.users_table_error = UsersTableError("misconfigured")
+    real = MysqlLedger(MysqlClient.from_url(settings.mysql_url), users_table, clock=FakeClock())
+    try:
+        assert_same(misconfigured_script(fake), misconfigured_script(real))
+    finally:
+        real.client.close()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -109,7 +109,7 @@ def assert_linked_means_linked(deps: Deps, db: Any, batch_id: str) -> None:
     """Every ledger row that says linked has its user's pdf_url on its object, and that object exists."""
     with db.cursor() as cur:
         cur.execute("SELECT id, pdf_url FROM users")
-        urls = dict(cur.fetchall())
+        urls = {str(user_id): url for user_id, url in cur.fetchall()}  # the ledger holds ids as text
     for row in ledger_rows(db, batch_id):
         if row["outcome"] == "linked":
             assert urls[row["user_id"]] == deps.settings.pdf_url(row["final_key"])

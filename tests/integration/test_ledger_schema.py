@@ -2,45 +2,120 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from pdfbatch.adapters.mysql import ADDED_COLUMNS, SCHEMA, MysqlClient, MysqlLedger
+from pdfbatch.adapters.mysql import ADDED_COLUMNS, CHANGED_COLUMNS, SCHEMA, MysqlClient, MysqlLedger
 from pdfbatch.config import Settings
+from pdfbatch.model import FileResult
+from pdfbatch.ports import NewEntry
 
 pytestmark = pytest.mark.integration
 
+# Each changed column's definition before its change.
+PREVIOUS_DEFINITIONS = {("pdfbatch_files", "user_id"): "BIGINT NULL"}
 
-def columns(db: Any, table: str) -> set[str]:
+
+def column_types(db: Any, table: str) -> dict[str, str]:
     with db.cursor() as cur:
         cur.execute(
-            "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
+            "SELECT COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
             "AND TABLE_NAME = %s",
             (table,),
         )
-        return {r[0] for r in cur.fetchall()}
+        return {r[0]: r[1] for r in cur.fetchall()}
 
 
-def test_columns_added_since_the_first_release_appear_and_rows_are_kept(db: Any, settings: Settings) -> None:
-    # GIVEN the batches table as the first release created it, holding a batch
+def statement_of(table: str) -> str:
+    (statement,) = [s for s in SCHEMA if f"CREATE TABLE IF NOT EXISTS {table} (" in s]
+    return statement
+
+
+def first_release(table: str) -> str:
+    """The CREATE TABLE of ``table`` as the first release wrote it: no added column, every changed one old."""
+    statement = statement_of(table)
+    for t, column, definition in ADDED_COLUMNS:
+        if t == table:
+            statement = statement.replace(f"      {column} {definition},\n", "")
+    for t, column, definition, _ in CHANGED_COLUMNS:
+        if t == table:
+            old = PREVIOUS_DEFINITIONS[(t, column)]
+            statement = statement.replace(f"      {column} {definition},\n", f"      {column} {old},\n")
+    return statement
+
+
+def test_the_first_release_schema_is_what_the_test_rebuilds() -> None:
+    # The rebuild above only works while SCHEMA spells each column as ADDED/CHANGED_COLUMNS do.
+    for table, column, definition in ADDED_COLUMNS:
+        assert f"      {column} {definition},\n" in statement_of(table), column
+    for table, column, definition, _ in CHANGED_COLUMNS:
+        assert f"      {column} {definition},\n" in statement_of(table), column
+
+
+@pytest.fixture()
+def first_release_ledger(db: Any) -> Iterator[Any]:
+    """The ledger tables as the first release created them; dropped afterwards (the next test's db
+    fixture creates them as this release does)."""
     with db.cursor() as cur:
-        cur.execute("DROP TABLE IF EXISTS pdfbatch_batches")
-        first_release = SCHEMA[0]
-        for _, column, _ in ADDED_COLUMNS:
-            first_release = first_release.replace(f"      {column} DOUBLE NULL,\n", "")
-        cur.execute(first_release)
-    assert not {c for _, c, _ in ADDED_COLUMNS} & columns(db, "pdfbatch_batches")
-    ledger = MysqlLedger(MysqlClient.from_url(settings.mysql_url), settings.users)
-    ledger.create_batch("a" * 32, "b", "uploads/x.zip", "s3", "PROCESSING")
+        cur.execute("DROP TABLE IF EXISTS pdfbatch_batches, pdfbatch_files")
+        for table in ("pdfbatch_batches", "pdfbatch_files"):
+            cur.execute(first_release(table))
+    yield db
+    with db.cursor() as cur:
+        cur.execute("DROP TABLE IF EXISTS pdfbatch_batches, pdfbatch_files")
+
+
+def test_columns_added_and_changed_since_the_first_release_appear_and_rows_are_kept(
+    first_release_ledger: Any, settings: Settings
+) -> None:
+    db = first_release_ledger
+    # GIVEN the ledger as the first release created it, holding a batch and a file linked to user 42
+    assert "started_at" in column_types(db, "pdfbatch_files")  # a column of the first release
+    for table, column, _ in ADDED_COLUMNS:
+        assert column not in column_types(db, table)
+    assert column_types(db, "pdfbatch_files")["user_id"] == "bigint"
+    batch = "a" * 32
+    with db.cursor() as cur:
+        cur.execute(
+            "INSERT INTO pdfbatch_batches (batch_id, bucket, object_key, key_hash, source, status, "
+            "created_at, updated_at) VALUES (%s, 'b', 'uploads/x.zip', %s, 's3', 'PROCESSING', 1, 1)",
+            (batch, b"\0" * 32),
+        )
+        cur.execute(
+            "INSERT INTO pdfbatch_files (batch_id, entry_index, entry_name, kind, outcome, reason, user_id, "
+            "final_key, created_at) VALUES (%s, 0, 'a.pdf', 'pdf', 'linked', 'matched', 42, "
+            "'pdfs/42/x.pdf', 1), (%s, 1, 'b.pdf', 'pdf', NULL, NULL, NULL, NULL, 1)",
+            (batch, batch),
+        )
     # WHEN a new release starts (twice: cold starts race)
     client = MysqlClient.from_url(settings.mysql_url)
     client.ensure_schema()
     client.ensure_schema()
-    # THEN the new columns exist, the old row is intact, and the ledger uses them
-    assert {c for _, c, _ in ADDED_COLUMNS} <= columns(db, "pdfbatch_batches")
+    # THEN the new columns exist, user_id holds text, and the old rows are intact
+    for table, column, _ in ADDED_COLUMNS:
+        assert column in column_types(db, table)
+    assert column_types(db, "pdfbatch_files")["user_id"] == "varchar"
     ledger = MysqlLedger(client, settings.users)
-    ledger.start_batch("a" * 32, 3, 0)
-    row = ledger.get_batch("a" * 32)
+    old = ledger.get_file(batch, 0)
+    assert old is not None
+    assert (old.outcome, old.user_id, old.final_key, old.users_named) == (
+        "linked",
+        "42",
+        "pdfs/42/x.pdf",
+        None,
+    )
+    # AND the ledger uses them: started_at, a string user id, users_named
+    ledger.start_batch(batch, 3, 0)
+    row = ledger.get_batch(batch)
     assert row is not None and row.object_key == "uploads/x.zip" and row.started_at is not None
+    ledger.add_entries(batch, [NewEntry(2, "c.pdf", "pdf", 1)])
+    ledger.record(batch, 1, FileResult("skipped_already_exists", "already_linked", user_id="user/7 ü"))
+    ledger.record(batch, 2, FileResult("skipped_no_match", "ambiguous", users_named=2))
+    assert [(f.user_id, f.users_named) for f in ledger.list_files(batch, -1, 10)] == [
+        ("42", None),
+        ("user/7 ü", None),
+        (None, 2),
+    ]
     ledger.client.close()

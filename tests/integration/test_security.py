@@ -144,5 +144,5 @@ def test_user_lookup_matches_only_the_exact_address(deps: Any, db: Any, probe: s
     add_users(db, *ODD_EMAILS)
     # WHEN looked up with LIKE wildcards, an injection attempt or an escaped quote
     # THEN nothing matches: the value is a parameter compared with =
-    assert deps.users.find_by_emails([probe]) == {}
-    assert set(deps.users.find_by_emails(ODD_EMAILS)) == set(ODD_EMAILS)
+    assert deps.users.find_by_emails([probe]) == []
+    assert {u.email for u in deps.users.find_by_emails(ODD_EMAILS)} == set(ODD_EMAILS)

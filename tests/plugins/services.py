@@ -67,13 +67,13 @@ def db(mysql_url: str) -> Iterator[Any]:
     conn.close()
 
 
-def add_users(conn: Any, *emails: str, pdf_url: str | None = None) -> dict[str, int]:
-    """Insert users; return their ids by email."""
+def add_users(conn: Any, *emails: str, pdf_url: str | None = None) -> dict[str, str]:
+    """Insert users; return their ids by email (as text, as the domain has them)."""
     ids = {}
     with conn.cursor() as cur:
         for email in emails:
             cur.execute("INSERT INTO users (email, pdf_url) VALUES (%s, %s)", (email, pdf_url))
-            ids[email] = cur.lastrowid
+            ids[email] = str(cur.lastrowid)
     return ids
 
 

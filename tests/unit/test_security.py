@@ -181,6 +181,7 @@ _IDENTIFIERS = {
     "table",
     "column",
     "definition",  # adapters/mysql.ADDED_COLUMNS, a constant of the code
+    "_RECORD_SET",  # adapters/mysql: the SET list record() and link() share, a constant of the code
 }
 
 

@@ -12,8 +12,18 @@ from typing import Any
 import pymysql
 import pymysql.cursors
 
+from pdfbatch.adapters.users_table import (
+    COLLATION_ERRNOS,
+    LOOKUP_CHUNK,
+    UsersColumns,
+    id_text,
+    normalise,
+    read_columns,
+    stored_text,
+    users_errors,
+)
 from pdfbatch.config import MysqlParams, UsersTable, parse_mysql_url
-from pdfbatch.errors import DependencyUnavailable
+from pdfbatch.errors import DependencyUnavailable, UsersTableError
 from pdfbatch.logs import logger
 from pdfbatch.model import COUNTED_OUTCOMES, FINAL_STATUSES, FileResult
 from pdfbatch.ports import BatchRow, DoneFile, FileRow, NewEntry, UserRow
@@ -49,13 +59,14 @@ SCHEMA = (
       sha256 CHAR(64) NULL,
       outcome VARCHAR(32) NULL,
       reason VARCHAR(32) NULL,
-      user_id BIGINT NULL,
+      user_id VARCHAR(1024) NULL,
       final_key VARCHAR(1024) NULL,
       attempts INT NOT NULL DEFAULT 0,
       timings TEXT NULL,
       created_at DOUBLE NOT NULL,
       started_at DOUBLE NULL,
       finished_at DOUBLE NULL,
+      users_named INT NULL,
       PRIMARY KEY (batch_id, entry_index),
       KEY by_sha (sha256)
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
@@ -71,7 +82,14 @@ SCHEMA = (
 )
 
 # Columns added after the first release: (table, column, definition), added by ensure_schema when missing.
-ADDED_COLUMNS = (("pdfbatch_batches", "started_at", "DOUBLE NULL"),)
+ADDED_COLUMNS = (
+    ("pdfbatch_batches", "started_at", "DOUBLE NULL"),
+    ("pdfbatch_files", "users_named", "INT NULL"),
+)
+# Columns whose type changed: (table, column, definition, the DATA_TYPEs it is converted from).
+# user_id: BIGINT until the users table could have string and UUID ids; MODIFY keeps every stored id
+# (an integer becomes its decimal digits, the text the ledger now writes).
+CHANGED_COLUMNS = (("pdfbatch_files", "user_id", "VARCHAR(1024) NULL", ("bigint", "int")),)
 _ER_DUP_FIELDNAME = 1060
 
 _SELECT_BATCH = "SELECT * FROM pdfbatch_batches WHERE batch_id = %s"
@@ -176,6 +194,17 @@ class MysqlClient:
                         if exc.args[0] != _ER_DUP_FIELDNAME:
                             raise
                         # Another cold start added it between our check and our ALTER: what we wanted.
+            for table, column, definition, old_types in CHANGED_COLUMNS:
+                cur.execute(
+                    "SELECT DATA_TYPE AS t FROM information_schema.COLUMNS "
+                    "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s AND COLUMN_NAME = %s",
+                    (table, column),
+                )
+                row = cur.fetchone()
+                if row and str(row["t"]).lower() in old_types:
+                    # Two cold starts may both convert: the second MODIFY finds the new type, a no-op.
+                    logger.info("ledger column converted", extra={"table": table, "column": column})
+                    cur.execute(f"ALTER TABLE `{table}` MODIFY COLUMN `{column}` {definition}")
 
 
 def _key_hash(key: str) -> bytes:
@@ -219,6 +248,7 @@ def _file(row: Mapping[str, Any]) -> FileRow:
         created_at=row["created_at"],
         finished_at=row["finished_at"],
         timings=json.loads(row["timings"]) if row["timings"] else {},
+        users_named=row.get("users_named"),
     )
 
 
@@ -229,9 +259,9 @@ class MysqlLedger:
         self.client = client
         self.users = users
         self._clock = clock
-        # Identifiers are validated in config (plain names), so formatting them in is safe.
-        u = users
+        self._columns: UsersColumns | None = None  # read once, on the first use of the users table
         # Only identifiers are formatted in (validated as plain names in config); values stay %s.
+        u = users
         self._sql_find_users = (
             f"SELECT `{u.id_column}` AS id, `{u.email_column}` AS email, `{u.pdf_url_column}` AS pdf_url "
             f"FROM {_quote_table(u.table)} WHERE `{u.email_column}` IN ({{placeholders}})"
@@ -239,40 +269,98 @@ class MysqlLedger:
         self._sql_pdf_url = (
             f"SELECT `{u.pdf_url_column}` AS pdf_url FROM {_quote_table(u.table)} WHERE `{u.id_column}` = %s"
         )
+        self._sql_probe = (
+            f"SELECT `{u.id_column}`, `{u.email_column}`, `{u.pdf_url_column}` "
+            f"FROM {_quote_table(u.table)} LIMIT 0",
+            f"UPDATE {_quote_table(u.table)} SET `{u.pdf_url_column}` = `{u.pdf_url_column}` WHERE 1 = 0",
+        )
         # The user's pdf_url and the file's outcome in one multi-table UPDATE: the join has a row only
         # while the user is unlinked AND the file has no outcome, so both rows change or neither does
         # (one atomic statement: one round trip instead of BEGIN, two UPDATEs and COMMIT).
         self._sql_link = (
             f"UPDATE {_quote_table(u.table)} AS u JOIN pdfbatch_files AS f "
             "ON f.batch_id = %s AND f.entry_index = %s AND f.outcome IS NULL "
-            f"SET u.`{u.pdf_url_column}` = %s, f.outcome = %s, f.reason = %s, f.user_id = %s, "
-            "f.final_key = %s, f.sha256 = COALESCE(%s, f.sha256), f.timings = %s, f.finished_at = %s "
+            f"SET u.`{u.pdf_url_column}` = %s, {_RECORD_SET} "
             f"WHERE u.`{u.id_column}` = %s "
             f"AND (u.`{u.pdf_url_column}` IS NULL OR u.`{u.pdf_url_column}` = '')"
         )
 
     # ---- users -------------------------------------------------------------------------------
 
-    def find_by_emails(self, emails: Sequence[str]) -> dict[str, UserRow]:
-        """Users whose email is in ``emails``; relies on the column's case-insensitive collation."""
-        if not emails:
-            return {}
-        sql = self._sql_find_users.format(placeholders=", ".join(["%s"] * len(emails)))
-        with self.client.cursor() as cur:
-            cur.execute(sql, list(emails))
-            rows = cur.fetchall()
-        found: dict[str, UserRow] = {}
-        for row in rows:
-            email = str(row["email"]).strip().lower()
-            found.setdefault(email, UserRow(id=int(row["id"]), email=email, pdf_url=row["pdf_url"] or None))
-        return found
+    def find_by_emails(self, emails: Sequence[str]) -> list[UserRow]:
+        """Every row whose email equals one of ``emails`` case-insensitively, duplicates included.
 
-    def pdf_url_of(self, user_id: int) -> str | None:
+        Candidates are normalised (trimmed, NFC, lowercased) and deduplicated, those the email column's
+        character set cannot hold are dropped (none can equal a stored value, and MySQL would refuse
+        the statement), the rest looked up 500 per statement. The column's collation finds the rows;
+        only those whose normalised email is a candidate are kept (a *_general_ci collation also
+        equates accents: ``jose`` finds ``josé``). Raises UsersTableError when the table cannot be
+        queried as configured.
+        """
+        column = self._users_columns().email
+        wanted = list(dict.fromkeys(n for n in map(normalise, emails) if n and column.can_hold(n)))
+        rows: list[UserRow] = []
+        for start in range(0, len(wanted), LOOKUP_CHUNK):
+            rows += self._find_chunk(wanted[start : start + LOOKUP_CHUNK])
+        return rows
+
+    def _find_chunk(self, chunk: Sequence[str]) -> list[UserRow]:
+        try:
+            found = self._users_query(
+                self._sql_find_users.format(placeholders=", ".join(["%s"] * len(chunk))), chunk
+            )
+        except UsersTableError as exc:
+            if exc.errno not in COLLATION_ERRNOS or len(chunk) == 1:
+                raise
+            # The character set filter let through a value the server cannot convert after all (a
+            # codec mapping that differs from MySQL's): look each up alone and drop the ones refused.
+            found = []
+            for email in chunk:
+                try:
+                    found += self._users_query(self._sql_find_users.format(placeholders="%s"), [email])
+                except UsersTableError as single:
+                    if single.errno not in COLLATION_ERRNOS or email.isascii():
+                        raise
+                    logger.warning("an address the email column cannot compare was not looked up")
+        keep = set(chunk)
+        return [
+            UserRow(
+                id=id_text(r["id"], self.users), email=stored_text(r["email"]), pdf_url=r["pdf_url"] or None
+            )
+            for r in found
+            if normalise(stored_text(r["email"])) in keep
+        ]
+
+    def _users_query(self, sql: str, args: Sequence[Any]) -> list[dict[str, Any]]:
+        with self.client.cursor() as cur, users_errors(self.users):
+            cur.execute(sql, list(args))
+            return list(cur.fetchall())
+
+    def _users_columns(self) -> UsersColumns:
+        """The three columns as information_schema describes them (read once; a failed read is retried)."""
+        if self._columns is None:
+            self._columns = read_columns(self.client, self.users)
+        return self._columns
+
+    def probe_users_table(self) -> UsersColumns:
+        """Describe the three columns, read them and write pdf_url of no row (`stack up`'s check).
+
+        Raises UsersTableError when the table or a column is missing, the MySQL user may not read the
+        columns or write pdf_url, or the table is a view that cannot be updated.
+        """
+        columns = read_columns(self.client, self.users)
+        with self.client.cursor() as cur, users_errors(self.users):
+            for statement in self._sql_probe:
+                cur.execute(statement)
+                cur.fetchall()
+        return columns
+
+    def pdf_url_of(self, user_id: str) -> str | None:
         """The user's current pdf_url (None when empty or no such user)."""
-        with self.client.cursor() as cur:
-            cur.execute(self._sql_pdf_url, (user_id,))
-            row = cur.fetchone()
-        return (row["pdf_url"] or None) if row else None
+        if not self._users_columns().id.can_be_id(user_id):
+            return None
+        rows = self._users_query(self._sql_pdf_url, [user_id])
+        return (rows[0]["pdf_url"] or None) if rows else None
 
     # ---- batches -----------------------------------------------------------------------------
 
@@ -404,14 +492,8 @@ class MysqlLedger:
             )
             return int(cur.lastrowid or 0) if cur.rowcount == 1 else 0
 
-    def _record_sql(self) -> str:
-        return (
-            "UPDATE pdfbatch_files SET outcome = %s, reason = %s, user_id = %s, final_key = %s, "
-            "sha256 = COALESCE(%s, sha256), timings = %s, finished_at = %s "
-            "WHERE batch_id = %s AND entry_index = %s AND outcome IS NULL"
-        )
-
-    def _record_args(self, batch_id: str, index: int, result: FileResult) -> tuple[Any, ...]:
+    def _record_values(self, result: FileResult) -> tuple[Any, ...]:
+        # The values of _RECORD_SET, in its order.
         return (
             result.outcome,
             result.reason,
@@ -420,27 +502,37 @@ class MysqlLedger:
             result.sha256,
             json.dumps(result.detail, sort_keys=True) if result.detail else None,
             self._clock(),
-            batch_id,
-            index,
+            result.users_named,
         )
 
     def record(self, batch_id: str, index: int, result: FileResult) -> FileRow:
         """Record ``result`` unless an outcome is already there; return the row as stored."""
         with self.client.cursor() as cur:
-            cur.execute(self._record_sql(), self._record_args(batch_id, index, result))
+            cur.execute(
+                f"UPDATE pdfbatch_files AS f SET {_RECORD_SET} "
+                "WHERE f.batch_id = %s AND f.entry_index = %s AND f.outcome IS NULL",
+                (*self._record_values(result), batch_id, index),
+            )
             cur.execute(_SELECT_FILE, (batch_id, index))
             row = cur.fetchone()
         if row is None:
             raise LookupError(f"no ledger row for batch entry {index}")
         return _file(row)
 
-    def link(self, batch_id: str, index: int, user_id: int, pdf_url: str, result: FileResult) -> bool:
-        """Set the user's pdf_url and record ``result`` in one transaction; False when either was taken."""
-        record = self._record_args(batch_id, index, result)[:-2]  # the SET values, without the WHERE
-        with self.client.cursor() as cur:
-            cur.execute(self._sql_link, (batch_id, index, pdf_url, *record, user_id))
-            # 0: another file (or batch) linked this user first, or another delivery recorded this file
-            return bool(cur.rowcount == 2)
+    def link(self, batch_id: str, index: int, user_id: str, pdf_url: str, result: FileResult) -> bool:
+        """Set the user's pdf_url and record ``result`` in one transaction; False when either was taken.
+
+        The id is compared as a string parameter whatever the column's type (MySQL converts it for an
+        integer column). Raises UsersTableError when the table cannot be updated as configured.
+        """
+        if not self._users_columns().id.can_be_id(user_id):
+            return False
+        args = (batch_id, index, pdf_url, *self._record_values(result), user_id)
+        with self.client.cursor() as cur, users_errors(self.users):
+            cur.execute(self._sql_link, args)
+            # 0: another file (or batch) linked this user first, or another delivery recorded this file.
+            # More than 2: rows sharing the id (an id column that is not unique) are one user, all linked.
+            return bool(cur.rowcount >= 2)
 
     def list_files(
         self, batch_id: str, after_index: int, limit: int, outcome: str | None = None
@@ -532,12 +624,19 @@ class MysqlLedger:
         with self.client.cursor() as cur:
             cur.execute(
                 "UPDATE pdfbatch_files SET outcome = NULL, reason = NULL, user_id = NULL, final_key = NULL, "
-                "timings = NULL, finished_at = NULL "
+                "timings = NULL, finished_at = NULL, users_named = NULL "
                 "WHERE batch_id = %s AND entry_index = %s AND kind = 'pdf' AND outcome <> 'linked' "
                 "AND outcome = %s AND reason = %s",
                 (batch_id, index, outcome, reason),
             )
             return bool(cur.rowcount == 1)
+
+
+# What record() and link() write to a file's row (f: pdfbatch_files), in _record_values' order.
+_RECORD_SET = (
+    "f.outcome = %s, f.reason = %s, f.user_id = %s, f.final_key = %s, f.sha256 = COALESCE(%s, f.sha256), "
+    "f.timings = %s, f.finished_at = %s, f.users_named = %s"
+)
 
 
 def _quote_table(name: str) -> str:

@@ -133,7 +133,7 @@ def print_summary(client: Any, status: dict[str, Any], console: Any) -> None:
     not_linked.add_column("outcome")
     not_linked.add_column("why")
     for f in rows:
-        not_linked.add_row(f["name"], f["outcome"], f"{describe(f['reason'])} [dim]({f['reason']})[/dim]")
+        not_linked.add_row(f["name"], f["outcome"], f"{why(f)} [dim]({f['reason']})[/dim]")
     console.print(not_linked)
 
 
@@ -160,7 +160,6 @@ def files_cmd(args: argparse.Namespace) -> int:
     """List per-file results."""
     from rich.table import Table
 
-    from pdfbatch.model import describe
     from pdfbatch.ops.api import ApiError
 
     client = api_client()
@@ -175,9 +174,17 @@ def files_cmd(args: argparse.Namespace) -> int:
     for col in ("#", "file", "outcome", "reason"):
         table.add_column(col)
     for f in rows:
-        table.add_row(str(f["index"]), f["name"], f["outcome"] or "pending", describe(f["reason"]))
+        table.add_row(str(f["index"]), f["name"], f["outcome"] or "pending", why(f))
     stderr_console().print(table)
     return EXIT_OK
+
+
+def why(item: dict[str, Any]) -> str:
+    """A file's reason as a sentence; an ambiguous one says how many users it named (never who)."""
+    from pdfbatch.model import describe
+
+    named = item.get("usersNamed")  # absent from an API older than the field
+    return describe(item.get("reason")) + (f" ({named} users named)" if named else "")
 
 
 def find_cmd(args: argparse.Namespace) -> int:

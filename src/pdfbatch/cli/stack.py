@@ -11,6 +11,7 @@ from typing import Any
 from pdfbatch.cli import common  # STACK_NAME read through it at call time: one place to set it
 from pdfbatch.cli.common import (
     EXIT_OK,
+    EXIT_USAGE,
     CliError,
     check_mysql,
     check_redis,
@@ -32,6 +33,7 @@ def stack_up(args: argparse.Namespace) -> int:
     local_credentials()
     check_mysql(create=True)
     check_redis()
+    check_users_table(console)
     endpoint = endpoint_url()
     root = localstack.find_root(Path.cwd()) if not args.root else Path(args.root)
     if endpoint:
@@ -63,6 +65,34 @@ def stack_up(args: argparse.Namespace) -> int:
         console.print(f"  MySQL    {_redact(mysql_url())}")
         console.print(f"  Redis    {redis_url()}")
     return EXIT_OK
+
+
+def check_users_table(console: Any) -> None:
+    """Fail in one sentence (exit 2) when the configured users table cannot work; print its warnings."""
+    from pdfbatch.adapters.mysql import MysqlClient
+    from pdfbatch.config import Settings
+    from pdfbatch.errors import ConfigError, DependencyUnavailable
+    from pdfbatch.ops.users_check import check_users_table as check
+
+    try:
+        settings = Settings.from_env({**os.environ, "PDFBATCH_MYSQL_URL": mysql_url()})
+    except ConfigError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from exc
+    # The bucket's name as the template makes it ({stack}-{account}-{region}), to size a PDF URL.
+    bucket = deploy_params().bucket_name or f"{common.STACK_NAME}-{'0' * 12}-{region()}"
+    client = MysqlClient.from_url(settings.mysql_url)
+    try:
+        found = check(client, settings, bucket)
+    except DependencyUnavailable as exc:
+        raise CliError(f"MySQL failed while checking the users table: {exc}") from exc
+    finally:
+        client.close()
+    if found.error:
+        raise CliError(f"the users table cannot be used as configured: {found.error}.", EXIT_USAGE)
+    for warning in found.warnings:
+        console.print(f"[yellow]warning:[/yellow] {warning}")
+    for note in found.notes:
+        console.print(f"[dim]{note}[/dim]")
 
 
 def deploy_params() -> Any:

@@ -63,6 +63,14 @@ _MAX_TEMPLATE_BODY = 51_200
 DIGEST_PARAM = "DeployDigest"
 
 Log = Callable[[str], None]
+# The operator's settings the functions read too: environment variable -> template parameter.
+PASSED_THROUGH = {
+    "PDFBATCH_USERS_TABLE": "UsersTable",
+    "PDFBATCH_USERS_ID_COLUMN": "UsersIdColumn",
+    "PDFBATCH_USERS_EMAIL_COLUMN": "UsersEmailColumn",
+    "PDFBATCH_USERS_PDF_URL_COLUMN": "UsersPdfUrlColumn",
+    "PDFBATCH_MATCH_POLICY": "MatchPolicy",
+}
 
 
 class DeployError(Exception):
@@ -88,14 +96,17 @@ class DeployParams:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> DeployParams:
-        """Read the database URLs (and the log level) from the operator's environment."""
+        """Read the database URLs, the users table, the match policy (and the log level) from the
+        operator's environment: the functions get the table `stack up` checked."""
         e = os.environ if env is None else env
         values: dict[str, Any] = {
             "mysql_url": e.get("PDFBATCH_MYSQL_URL") or DEFAULT_MYSQL_URL,
             "redis_url": e.get("PDFBATCH_REDIS_URL") or DEFAULT_REDIS_URL,
             "log_level": e.get("PDFBATCH_LOG_LEVEL") or "INFO",
             "api_key": e.get("PDFBATCH_API_KEY") or "",
+            "extra": {param: e[var] for var, param in PASSED_THROUGH.items() if e.get(var)},
         }
+        values["extra"].update(overrides.pop("extra", {}))
         values.update(overrides)
         return cls(**values)
 

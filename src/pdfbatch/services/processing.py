@@ -9,14 +9,17 @@ import dataclasses
 import hashlib
 import random
 import time
-from collections.abc import Callable, Mapping
+import unicodedata
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from pdfbatch import metrics
 from pdfbatch.config import Settings
-from pdfbatch.errors import DependencyUnavailable, NotFound, PdfRejected
+from pdfbatch.errors import DependencyUnavailable, NotFound, PdfRejected, UsersTableError
 from pdfbatch.logs import logger
 from pdfbatch.model import FileResult, FileTask, Outcome, Reason, final_key
-from pdfbatch.ports import FileRow
+from pdfbatch.ports import FileRow, UserRow, Users
 from pdfbatch.services import tally
 from pdfbatch.services.deps import Deps
 
@@ -26,9 +29,9 @@ def process_file(deps: Deps, task: FileTask) -> FileRow | None:
 
     Safe to run twice, concurrently, or after a crash at any point: the link and its ledger record
     are one MySQL transaction, the final key is derived from user and content, and counting is a
-    set-guarded Lua script.
+    set-guarded Lua script. A users table that cannot be queried as configured fails the file at once
+    (``users_table_error``): a configuration problem is not an outage, so it is not retried.
     """
-    s = deps.settings
     logger.append_keys(batch_id=task.batch_id, file_index=task.index)
     row = deps.ledger.get_file(task.batch_id, task.index)
     if row is None:
@@ -50,20 +53,39 @@ def process_file(deps: Deps, task: FileTask) -> FileRow | None:
         return _finish(deps, task, FileResult(Outcome.FAILED, Reason.MISSING_OBJECT), started)
     timings["download"] = time.monotonic() - t
     sha = hashlib.sha256(data).hexdigest()
-
-    # Imported here, not at the top: unzip and status never parse a PDF, and pypdf, pypdfium2 and
-    # cryptography cost ~20 MB of resident memory in every execution environment that loads them.
-    from pdfbatch import pdf
-
     try:
-        scan = pdf.scan(
-            data,
-            deps.users.find_by_emails,
-            max_pages=s.limits.max_pages,
-            budget_seconds=s.limits.file_budget_seconds,
+        return _match_and_link(
+            deps, task, row=row, attempt=attempt, data=data, sha=sha, timings=timings, started=started
         )
+    except UsersTableError as exc:
+        logger.error(
+            "the users table cannot be queried as configured; file failed without retries",
+            extra={
+                "problem": exc.problem,
+                "mysql_errno": exc.errno,
+                "users_table": deps.settings.users.table,
+            },
+        )
+        result = FileResult(Outcome.FAILED, Reason.USERS_TABLE_ERROR, sha256=sha, detail=timings)
+        return _finish(deps, task, result, started)
+
+
+def _match_and_link(
+    deps: Deps,
+    task: FileTask,
+    *,
+    row: FileRow,
+    attempt: int,
+    data: bytes,
+    sha: str,
+    timings: dict[str, float],
+    started: float,
+) -> FileRow:
+    t = time.monotonic()
+    try:
+        scan, verdict = _scan(deps, data)
     except PdfRejected as exc:
-        timings["extract"] = time.monotonic() - t - timings["download"]
+        timings["extract"] = time.monotonic() - t
         return _finish(
             deps, task, FileResult(Outcome.FAILED, exc.reason, sha256=sha, detail=timings), started
         )
@@ -72,11 +94,9 @@ def process_file(deps: Deps, task: FileTask) -> FileRow | None:
     timings["match"] = scan.lookup_seconds
     timings["pages"] = float(scan.pages_read)
 
-    if scan.reason != Reason.MATCHED or scan.match is None:
-        result = FileResult(Outcome.SKIPPED_NO_MATCH, str(scan.reason), sha256=sha, detail=timings)
-        return _finish(deps, task, result, started)
-
-    user = scan.match
+    user = verdict.user
+    if user is None:
+        return _finish(deps, task, unlinked_result(verdict, sha, timings), started)
     if user.pdf_url:
         if attempt > 1:
             # An earlier delivery may have copied and died before linking, and another file linked
@@ -88,7 +108,7 @@ def process_file(deps: Deps, task: FileTask) -> FileRow | None:
         return _finish(deps, task, result, started)
 
     key = final_key(user.id, sha)
-    url = s.pdf_url(key)
+    url = deps.settings.pdf_url(key)
     t = time.monotonic()
     deps.store.copy(task.bucket, task.staging_key, key)
     timings["copy"] = time.monotonic() - t
@@ -96,7 +116,12 @@ def process_file(deps: Deps, task: FileTask) -> FileRow | None:
     linked = FileResult(
         Outcome.LINKED, Reason.MATCHED, user_id=user.id, final_key=key, sha256=sha, detail=timings
     )
-    won = deps.ledger.link(task.batch_id, task.index, user.id, url, linked)
+    try:
+        won = deps.ledger.link(task.batch_id, task.index, user.id, url, linked)
+    except UsersTableError:
+        # Nobody can link through a table that refuses the statement: the copy is nobody's.
+        deps.store.delete(task.bucket, key)
+        raise
     timings["update"] = time.monotonic() - t
     if won:
         # The row as link() wrote it, without reading it back (a linked row is never reopened);
@@ -134,6 +159,92 @@ def process_file(deps: Deps, task: FileTask) -> FileRow | None:
         Outcome.SKIPPED_ALREADY_EXISTS, Reason.ALREADY_LINKED, user_id=user.id, sha256=sha, detail=timings
     )
     return _finish(deps, task, result, started)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whom a scanned document is linked to, as processing acts on it (matching.Decision's shape)."""
+
+    reason: str  # MATCHED | AMBIGUOUS | NO_USER | NO_EMAIL | NO_TEXT_LAYER
+    user: UserRow | None = None  # MATCHED only
+    users_named: int = 0  # distinct users the deciding page named (AMBIGUOUS: 2 or more)
+
+
+def unlinked_result(verdict: Verdict, sha: str, timings: Mapping[str, float]) -> FileResult:
+    """What a document that links nobody is recorded as: skipped_no_match with the verdict's reason;
+    an ambiguous one says how many users it named, never who (no user id)."""
+    detail = dict(timings)
+    if verdict.reason == Reason.AMBIGUOUS:
+        return FileResult(
+            Outcome.SKIPPED_NO_MATCH,
+            Reason.AMBIGUOUS,
+            sha256=sha,
+            detail=detail,
+            users_named=verdict.users_named,
+        )
+    return FileResult(Outcome.SKIPPED_NO_MATCH, str(verdict.reason), sha256=sha, detail=detail)
+
+
+# ---- The scan, until issue 16's pdf half lands ---------------------------------------------------
+# Then pdf.scan takes the rows lookup and the policy itself and reports the decision (reason, match,
+# users_named); _scan becomes
+#     scan = pdf.scan(data, deps.users.find_by_emails, max_pages=..., budget_seconds=...,
+#                     policy=MatchPolicy(deps.settings.match_policy))
+#     return scan, Verdict(scan.reason, scan.match, scan.users_named)
+# and _page_lookup, _rows_verdict and _normalise go. Until then today's scan (the first candidate in
+# document order that its lookup knows) is given a lookup that applies the rule to each page's rows.
+
+
+def _scan(deps: Deps, data: bytes) -> tuple[Any, Verdict]:
+    # Imported here, not at the top: unzip and status never parse a PDF, and pypdf, pypdfium2 and
+    # cryptography cost ~20 MB of resident memory in every execution environment that loads them.
+    from pdfbatch import pdf
+
+    s = deps.settings
+    scan = pdf.scan(
+        data,
+        _page_lookup(deps.users, s.match_policy),
+        max_pages=s.limits.max_pages,
+        budget_seconds=s.limits.file_budget_seconds,
+    )
+    return scan, _rows_verdict(scan.reason, scan.match)
+
+
+def _page_lookup(users: Users, policy: str) -> Callable[[Sequence[str]], dict[str, tuple[UserRow, ...]]]:
+    """A lookup for today's pdf.scan: each page's new candidates -> {candidate: the users it names}.
+
+    unique: when the page's candidates name two or more distinct users (two addresses, or one address
+    on two rows), the first named candidate gets all of them (an ambiguous verdict). first: each
+    candidate its own users (the scan takes the first; two rows on it are ambiguous all the same).
+    """
+
+    def lookup(emails: Sequence[str]) -> dict[str, tuple[UserRow, ...]]:
+        by_email: dict[str, dict[str, UserRow]] = {}
+        for row in users.find_by_emails(emails):
+            by_email.setdefault(_normalise(row.email), {}).setdefault(row.id, row)
+        named = [e for e in emails if _normalise(e) in by_email]
+        if policy == "unique" and named:
+            on_page: dict[str, UserRow] = {}
+            for email in named:
+                for user_id, row in by_email[_normalise(email)].items():
+                    on_page.setdefault(user_id, row)
+            if len(on_page) > 1:
+                return {named[0]: tuple(on_page.values())}
+        return {e: tuple(by_email[_normalise(e)].values()) for e in named}
+
+    return lookup
+
+
+def _rows_verdict(reason: str, rows: Sequence[UserRow] | None) -> Verdict:
+    if rows and len(rows) > 1:
+        return Verdict(Reason.AMBIGUOUS, None, len(rows))
+    if reason == Reason.MATCHED and rows:
+        return Verdict(Reason.MATCHED, rows[0], 1)
+    return Verdict(reason)
+
+
+def _normalise(email: str) -> str:
+    return unicodedata.normalize("NFC", email.strip()).lower()
 
 
 def _drop_copy_unless_linked(deps: Deps, bucket: str, key: str, current_url: str | None) -> None:

@@ -150,7 +150,8 @@ def file_item(row: FileRow) -> dict[str, Any]:
         "outcome": row.outcome,
         "reason": row.reason,
         "reasonText": describe(row.reason) or None,
-        "userId": row.user_id,
+        "userId": row.user_id,  # text: an integer id as its decimal digits
+        "usersNamed": row.users_named,  # ambiguous: how many users it named (never who)
         "finalKey": row.final_key,
         "sha256": row.sha256,
         "size": row.size,
