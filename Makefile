@@ -8,13 +8,15 @@ STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
 CHROMIUM := /usr/bin/chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: demo test lint unit integration e2e bench cases up down clean help
+.PHONY: demo test lint unit integration e2e bench cases soak up down clean help
 
 help:
 	@echo "make demo   - start the local stack, upload a sample ZIP, show progress and results"
 	@echo "make test   - lint, type-check and run every test (starts and stops LocalStack itself)"
 	@echo "make cases  - regenerate docs/CASES.md by running every bad-input case through the pipeline"
 	@echo "make bench  - the performance benchmark (writes bench/results/latest.md)"
+	@echo "make soak   - the chaos soak: 2,000 PDFs under random faults, then the invariant checker"
+	@echo "              (SEED=... replays a run's faults, PDFS=... sizes it)"
 	@echo "make up / make down - start (and deploy) / stop the local stack"
 
 $(STAMP): pyproject.toml
@@ -51,6 +53,13 @@ cases: $(STAMP)  ## docs/CASES.md from a run of every bad-input case through the
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# The soak lives in tests/soak (it reuses the tests' PDF and ZIP generators); its short variant is
+# tests/e2e/test_soak_short.py, which `make test` runs.
+SEED ?=
+PDFS ?= 2000
+soak: $(STAMP)
+	PYTHONPATH=tests $(BIN)/python -m soak $(if $(SEED),--seed $(SEED)) --pdfs $(PDFS)
 
 up: $(STAMP)
 	$(BIN)/pdfbatch stack up

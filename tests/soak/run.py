@@ -141,6 +141,11 @@ class SoakResult:
         lines.append(f"waited: {self.waited}; dead letters: {self.dead_letters}; proxy: {self.proxy}")
         lines.append("invariants:")
         lines += ["  " + line for line in self.report.lines()]
+        lines += [
+            f"  known cause of {name} on the code of issue 11: {KNOWN_CAUSES[name]}"
+            for name in self.report.broken()
+            if name in KNOWN_CAUSES
+        ]
         verdict = "every invariant held" if self.ok else "BROKEN: " + ", ".join(self.report.broken())
         lines.append(f"soak seed {self.config.seed}: {verdict}")
         lines.append(
@@ -148,6 +153,25 @@ class SoakResult:
             + (f" PDFS={self.config.pdfs}" if self.config.pdfs != 2000 else "")
         )
         return lines
+
+
+# What issue 11 found behind each invariant the soak can break (a hint for whoever reads a failure, not
+# a verdict: a new cause shows up as the same broken invariant).
+KNOWN_CAUSES = {
+    "uploads_accounted": (
+        "case 1: a second upload to a key maps to the first one's batch (uploads/<id>.zip always does; an "
+        "`aws s3 cp` drop does on LocalStack, whose notifications all carry sequencer "
+        f"{chaos.LOCALSTACK_SEQUENCER}), and reads of the ZIP are not pinned to the notified version"
+    ),
+    "one_outcome": "case 1 (two ZIPs mixed under one batch) or case 6 (a last delivery died without give_up)",
+    "batches_final": "case 6: a message reached the work DLQ without an outcome (see deadLetters)",
+    "counters_match_ledger": "case 1: a batch FAILED as a whole while another unzip of its key staged files",
+    "final_objects_exist": "case 2: a final key shared by two batches, deleted by the one that lost the link",
+    "no_staged_leftovers": (
+        "nothing deletes staging/ objects: only the bucket's lifecycle rule expires them "
+        "(StagingExpirationDays, 7 days); `pdfbatch retry` relies on them meanwhile"
+    ),
+}
 
 
 class Soak:
