@@ -16,7 +16,7 @@ help:
 	@echo "make cases  - regenerate docs/CASES.md by running every bad-input case through the pipeline"
 	@echo "make bench  - the performance benchmark (writes bench/results/latest.md)"
 	@echo "make soak   - the chaos soak: 2,000 PDFs under random faults, then the invariant checker"
-	@echo "              (SEED=... replays a run's faults, PDFS=... sizes it)"
+	@echo "              (SEED=... replays a run's faults, PDFS=... sizes it, PROFILE=short is the CI one)"
 	@echo "make up / make down - start (and deploy) / stop the local stack"
 
 $(STAMP): pyproject.toml
@@ -57,9 +57,10 @@ bench: $(STAMP)
 # The soak lives in tests/soak (it reuses the tests' PDF and ZIP generators); its short variant is
 # tests/e2e/test_soak_short.py, which `make test` runs.
 SEED ?=
-PDFS ?= 2000
+PDFS ?=
+PROFILE ?= full
 soak: $(STAMP)
-	PYTHONPATH=tests $(BIN)/python -m soak $(if $(SEED),--seed $(SEED)) --pdfs $(PDFS)
+	PYTHONPATH=tests $(BIN)/python -m soak --profile $(PROFILE) $(if $(SEED),--seed $(SEED)) $(if $(PDFS),--pdfs $(PDFS))
 
 up: $(STAMP)
 	$(BIN)/pdfbatch stack up

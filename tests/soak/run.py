@@ -149,10 +149,13 @@ class SoakResult:
         ]
         verdict = "every invariant held" if self.ok else "BROKEN: " + ", ".join(self.report.broken())
         lines.append(f"soak seed {self.config.seed}: {verdict}")
-        lines.append(
-            f"replay: make soak SEED={self.config.seed}"
-            + (f" PDFS={self.config.pdfs}" if self.config.pdfs != 2000 else "")
-        )
+        replay = f"make soak SEED={self.config.seed}"
+        if self.config.pdfs != 2000:
+            replay += f" PDFS={self.config.pdfs}"
+        if self.config.profile != "full":
+            replay += f" PROFILE={self.config.profile}"
+            replay += f" (or PDFBATCH_SOAK_SEED={self.config.seed} pytest tests/e2e/test_soak_short.py)"
+        lines.append(f"replay: {replay}")
         return lines
 
 
@@ -356,9 +359,16 @@ class Soak:
                     return False
                 return True
 
-            t0 = time.monotonic()
+            uploaded = time.monotonic()
             big_key, big_batch = post(big_zip)
-            self.log(f"big batch {big_batch} uploaded ({len(big_zip) // 1024} KiB); faults begin")
+            # The plan's clock starts when unzip starts on the big ZIP (a cold stack takes a while to
+            # deliver the first notification): faults then land while files are staged and processed.
+            self.await_started(big_batch)
+            t0 = time.monotonic()
+            self.log(
+                f"big batch {big_batch} uploaded ({len(big_zip) // 1024} KiB), unzip started after "
+                f"{t0 - uploaded:.1f} s; faults begin"
+            )
             targets = chaos.Targets(
                 stack_outputs=self.outputs,
                 client=self.client,
@@ -412,6 +422,22 @@ class Soak:
         out.write_text(json.dumps(result.as_dict(), indent=2, sort_keys=True))
         self.log(f"report written to {out}")
         return result
+
+    def await_started(self, batch_id: str, timeout: float = 180.0) -> None:
+        """Until unzip has inspected the batch's ZIP (its ledger row has started_at)."""
+        deadline = time.monotonic() + timeout
+        conn = self.db(self.config.database)
+        try:
+            while time.monotonic() < deadline:
+                with conn.cursor() as cur:
+                    cur.execute("SELECT started_at FROM pdfbatch_batches WHERE batch_id = %s", (batch_id,))
+                    row = cur.fetchone()
+                if row and row[0]:
+                    return
+                time.sleep(0.2)
+        finally:
+            conn.close()
+        raise RuntimeError(f"unzip did not start on the big batch within {timeout:.0f} s")
 
     def batches(self) -> dict[str, dict[str, Any]]:
         """Every batch in the soak's database (all of them this run's): status, reason and counts."""
