@@ -113,8 +113,17 @@ class ChaosProxy:
             return
         for up in self._upstreams.values():
             self._call(self._shutdown(up))
+        self._call(self._drain())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
+
+    async def _drain(self) -> None:
+        # The connections' tasks end on their own once aborted; wait for them rather than leave them
+        # pending when the loop stops.
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     # --- on the loop -----------------------------------------------------------------------------------
 
