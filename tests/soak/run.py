@@ -80,7 +80,8 @@ class SoakConfig:
         """The proxy's ports: stable per stack, so an unchanged stack is not redeployed."""
         if self.proxy_ports:
             return self.proxy_ports
-        base = 20000 + zlib.crc32(self.stack.encode()) % 20000 * 2
+        # Below Linux's ephemeral range (32768-60999), where an outgoing connection could hold the port.
+        base = 20000 + zlib.crc32(self.stack.encode()) % 6000 * 2
         return base, base + 1
 
 
