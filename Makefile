@@ -23,7 +23,7 @@ export SAM_CLI_TELEMETRY := 0
 CHROMIUM := /usr/bin/chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: demo test lint check-infra lock unit integration e2e bench cases up down clean help
+.PHONY: demo test lint check-infra lock unit integration e2e bench cases soak up down clean help
 
 help:
 	@echo "make demo   - start the local stack, upload a sample ZIP, show progress and results"
@@ -32,6 +32,8 @@ help:
 	@echo "make bench  - the performance benchmark (writes bench/results/latest.md)"
 	@echo "make check-infra - the template: sam validate --lint, sam build (no Docker), checkov"
 	@echo "make lock   - re-resolve every lock file (requirements/*.lock, functions/*/requirements.txt)"
+	@echo "make soak   - the chaos soak: 2,000 PDFs under random faults, then the invariant checker"
+	@echo "              (SEED=... replays a run's faults, PDFS=... sizes it, PROFILE=short is the CI one)"
 	@echo "make up / make down - start (and deploy) / stop the local stack"
 
 $(STAMP): pyproject.toml $(DEV_LOCK)
@@ -96,6 +98,14 @@ cases: $(STAMP)  ## docs/CASES.md from a run of every bad-input case through the
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# The soak lives in tests/soak (it reuses the tests' PDF and ZIP generators); its short variant is
+# tests/e2e/test_soak_short.py, which `make test` runs.
+SEED ?=
+PDFS ?=
+PROFILE ?= full
+soak: $(STAMP)
+	PYTHONPATH=tests $(BIN)/python -m soak --profile $(PROFILE) $(if $(SEED),--seed $(SEED)) $(if $(PDFS),--pdfs $(PDFS))
 
 up: $(STAMP)
 	$(BIN)/pdfbatch stack up

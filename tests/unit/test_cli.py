@@ -25,7 +25,18 @@ def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 COMMANDS = subcommands(cli.build_parser())
 # Commands whose output is data a script may want.
-DATA_COMMANDS = {"upload", "status", "files", "find", "retry", "dlq", "report", "stack up", "stack status"}
+DATA_COMMANDS = {
+    "upload",
+    "status",
+    "files",
+    "find",
+    "retry",
+    "dlq",
+    "report",
+    "check",
+    "stack up",
+    "stack status",
+}
 
 
 def test_the_operator_commands_exist() -> None:

@@ -263,3 +263,59 @@ def report_cmd(args: argparse.Namespace) -> int:
             stages.add_row(stage, str(s["files"]), *(f"{s[k]:.1f}" for k in ("p50", "p95", "p99", "max")))
         console.print(stages)
     return code
+
+
+def add_check(sub: Any) -> None:
+    """`pdfbatch check`: its sub-parser (added by parser.py in one line)."""
+    import argparse
+
+    p = sub.add_parser(
+        "check",
+        help="prove the pipeline's invariants over batches (after a run, or a soak)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Read the ledger, the live counters, the users' links and S3, and report each invariant\n"
+            "(every batch final, one outcome per entry, counters equal to the ledger, each user linked\n"
+            "once to an object that exists, no staged leftovers, ...) as held or broken, with examples\n"
+            "by id. Check every batch that may link the same users together. --oracle names a JSON file\n"
+            "saying which user each PDF (by sha256) names and what each upload held (see\n"
+            "pdfbatch.ops.invariants.Oracle); without it those two invariants are not checked."
+        ),
+        epilog="example:\n  pdfbatch check 3f2c...e9 7a10...42 --json\n\n"
+        "exit codes: 0 every invariant held, 1 an invariant is broken (a batch that does not exist is\n"
+        "not final), 2 bad usage or input, 3 a service is unavailable",
+    )
+    p.add_argument("batch_ids", nargs="+", metavar="BATCH")
+    p.add_argument("--oracle", help="JSON file: which user each PDF names, what each upload held")
+    p.add_argument("--json", action="store_true", help="the report as JSON on stdout")
+    p.set_defaults(func=check_cmd)
+
+
+def check_cmd(args: argparse.Namespace) -> int:
+    """Evaluate the invariants over the given batches and print the report."""
+    from pathlib import Path
+
+    from pdfbatch.bootstrap import boto3_client
+    from pdfbatch.model import is_batch_id
+    from pdfbatch.ops.invariants import Oracle, S3Keys, Sources, check
+
+    bad = [b for b in args.batch_ids if not is_batch_id(b)]
+    if bad:
+        raise CliError(f"not a batch id: {bad[0]!r}", EXIT_USAGE)
+    try:
+        oracle = Oracle.load(Path(args.oracle)) if args.oracle else None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CliError(f"cannot read the oracle {args.oracle}: {exc}", EXIT_USAGE) from exc
+    deps, _ = ops_deps()
+    with _service_errors():
+        sources = Sources.from_deps(deps, S3Keys(boto3_client("s3", deps.settings)))
+        report = check(sources, args.batch_ids, oracle)
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2, sort_keys=True))
+    else:
+        console = stderr_console()
+        for line in report.lines():
+            console.print(line, markup=False, highlight=False)
+        verdict = "every invariant held" if report.ok else f"BROKEN: {', '.join(report.broken())}"
+        console.print(f"{len(report.batch_ids)} batches: {verdict}", markup=False, highlight=False)
+    return EXIT_OK if report.ok else EXIT_BATCH_FAILED

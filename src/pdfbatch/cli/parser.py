@@ -7,7 +7,7 @@ import argparse
 from pdfbatch.cli.batches import files_cmd, find_cmd, status_cmd, upload
 from pdfbatch.cli.common import EXIT_CODES
 from pdfbatch.cli.demo import demo
-from pdfbatch.cli.operator import dlq_cmd, report_cmd, retry_cmd
+from pdfbatch.cli.operator import add_check, dlq_cmd, report_cmd, retry_cmd
 from pdfbatch.cli.stack import stack_down, stack_key, stack_status, stack_up
 
 
@@ -137,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("batch_id")
     p.add_argument("--json", action="store_true", help="the report as JSON on stdout")
     p.set_defaults(func=report_cmd)
+    add_check(sub)
 
     p = sub.add_parser(
         "demo",

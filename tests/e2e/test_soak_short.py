@@ -1,0 +1,33 @@
+"""The chaos soak's short variant (tests/soak, `make soak` for the full one) on the suite's LocalStack.
+
+About 200 PDFs and a few of each fault: worker kills, MySQL and Redis connections cut and refused through
+the proxy, duplicate notifications and messages, a ZIP dropped twice, a presigned POST used twice. Its own
+stack (`pdfbatch-e2e-chaos`), database and proxy; the seed is fresh each run unless PDFBATCH_SOAK_SEED
+names one, and a failure prints it with the replay command.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from soak.run import Soak, SoakConfig, new_seed
+
+pytestmark = pytest.mark.e2e
+
+_SUFFIX = os.environ.get("PDFBATCH_E2E_SUFFIX", "")
+
+
+def test_a_short_chaos_soak_ends_every_batch_with_every_invariant_held(localstack: str) -> None:
+    # GIVEN a stack whose functions reach MySQL and Redis through the soak's proxy
+    config = SoakConfig.short(
+        int(os.environ.get("PDFBATCH_SOAK_SEED") or new_seed()),
+        stack="pdfbatch-e2e-chaos" + (f"-{_SUFFIX}" if _SUFFIX else ""),
+        database="pdfbatch_e2e_chaos" + (f"_{_SUFFIX}" if _SUFFIX else ""),
+        redis_db=int(os.environ.get("PDFBATCH_E2E_REDIS_DB", "14")),
+    )
+    # WHEN ~200 PDFs are uploaded while faults are injected, and every batch is waited for
+    result = Soak(config, localstack, log=lambda line: print(line, flush=True)).run()
+    # THEN every invariant held (the summary names the seed, the faults and what broke)
+    assert result.ok, "\n".join(result.summary())

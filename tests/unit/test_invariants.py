@@ -1,0 +1,356 @@
+"""The invariant checker (pdfbatch.ops.invariants) over the fakes and moto: a clean run holds every
+invariant, and each invariant, broken on purpose, is reported (a checker that cannot fail proves nothing).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pytest
+
+from fakes import FakeLedger, FakeProgress
+from fixtures import pdfs
+from fixtures.pipeline import BUCKET, drain, upload
+from fixtures.zips import zipfile_zip as make_zip
+from pdfbatch.ops.invariants import ExpectedUpload, Oracle, Report, S3Keys, Sources, check
+from pdfbatch.services import Deps, staging
+
+resume = functools.cache(pdfs.resume_pdf)
+KEY = "uploads/invariants.zip"
+
+
+@dataclass
+class Run:
+    """A finished batch and what its input should have produced."""
+
+    batch_id: str
+    users: dict[str, str]  # name -> user id
+    oracle: Oracle
+    index: dict[str, int]  # entry name -> index
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def run_batch(deps: Deps, *, clean_staging: bool = True) -> Run:
+    """Ada and Bob are linked, Carol already has a PDF, a stranger matches no one, a text file is ignored."""
+    ledger = deps.ledger
+    assert isinstance(ledger, FakeLedger)
+    users = {
+        "ada": ledger.add_user("ada@example.com"),
+        "bob": ledger.add_user("bob@example.com"),
+        "carol": ledger.add_user("carol@example.com", pdf_url="s3://legacy/carol.pdf"),
+    }
+    entries = [
+        ("a.pdf", resume("Ada", "ada@example.com")),
+        ("b.pdf", resume("Bob", "bob@example.com")),
+        ("c.pdf", resume("Carol", "carol@example.com")),
+        ("s.pdf", resume("Stranger", "stranger@nowhere.example")),
+        ("notes.txt", b"not a pdf"),
+    ]
+    report = staging.stage_zip(deps, upload(deps, make_zip(entries), key=KEY))
+    drain(deps)
+    if clean_staging:
+        remove(deps, f"staging/{report.batch_id}/")
+    owners = {
+        sha(entries[0][1]): users["ada"],
+        sha(entries[1][1]): users["bob"],
+        sha(entries[2][1]): users["carol"],
+        sha(entries[3][1]): None,
+    }
+    names = [(n, sha(d) if n.endswith(".pdf") else None) for n, d in entries]
+    oracle = Oracle(owners, [ExpectedUpload(KEY, tuple(names))])
+    index = {row.name: row.index for row in ledger.list_files(report.batch_id, -1, 100)}
+    return Run(report.batch_id, users, oracle, index)
+
+
+def remove(deps: Deps, prefix: str) -> None:
+    """Delete every object under ``prefix`` (what the pipeline would do to its staged copies)."""
+    for key in keys(deps, prefix):
+        deps.store.delete(BUCKET, key)
+
+
+def keys(deps: Deps, prefix: str) -> list[str]:
+    return S3Keys(deps.store.client).list_keys(BUCKET, prefix)  # type: ignore[attr-defined]
+
+
+def verify(deps: Deps, run: Run, oracle: Oracle | None = None) -> Report:
+    sources = Sources.from_deps(deps, S3Keys(deps.store.client))  # type: ignore[attr-defined]
+    return check(sources, [run.batch_id], oracle if oracle is not None else run.oracle)
+
+
+def broken_only(report: Report, name: str) -> None:
+    """``name`` is the one broken invariant, and it says what and where."""
+    assert report.broken() == [name], report.lines()
+    assert report.result(name).examples, report.lines()
+    assert not report.ok
+
+
+# --- a clean run --------------------------------------------------------------------------------------
+
+
+def test_a_clean_run_holds_every_invariant(deps: Deps) -> None:
+    # GIVEN a batch processed to the end, its staged copies removed
+    run = run_batch(deps)
+    # WHEN it is checked with the oracle of its input
+    report = verify(deps, run)
+    # THEN every invariant held, and each looked at something
+    assert report.ok, report.lines()
+    assert all(r.held is True for r in report.results), report.lines()
+    assert all(r.checked > 0 for r in report.results), report.lines()
+
+
+def test_invariants_that_need_an_oracle_are_not_checked_without_one(deps: Deps) -> None:
+    run = run_batch(deps)
+    report = verify(deps, run, Oracle())
+    assert report.ok
+    assert report.result("links_match_oracle").held is None
+    assert report.result("uploads_accounted").held is None
+
+
+def test_the_report_names_ids_and_hashes_never_entry_names_or_addresses(
+    deps: Deps, ledger: FakeLedger
+) -> None:
+    # GIVEN a run where every invariant the fakes can break is broken
+    run = run_batch(deps, clean_staging=False)
+    ledger.users[run.users["ada"]] = replace(ledger.users[run.users["ada"]], pdf_url="s3://elsewhere/x.pdf")
+    ledger.batches[run.batch_id] = replace(ledger.batches[run.batch_id], total_files=99)
+    owners = dict.fromkeys(run.oracle.owners, run.users["bob"])
+    report = verify(
+        deps, run, Oracle(owners, [*run.oracle.uploads, ExpectedUpload("uploads/Mr Smith.zip", ())])
+    )
+    # THEN the JSON report holds neither
+    text = json.dumps(report.as_dict())
+    assert len(report.broken()) >= 5, report.lines()
+    for secret in ("ada@", "bob@", "carol@", "a.pdf", "notes.txt", "Mr Smith", "Ada"):
+        assert secret not in text
+
+
+# --- each invariant, broken on purpose -------------------------------------------------------------------
+
+
+def test_a_batch_left_processing_is_not_final_and_its_entries_have_no_outcome(deps: Deps) -> None:
+    # GIVEN a ZIP unpacked but whose messages nobody processed
+    report = staging.stage_zip(deps, upload(deps, make_zip([("a.pdf", resume("Ada", "ada@example.com"))])))
+    # WHEN it is checked
+    got = check(Sources.from_deps(deps, S3Keys(deps.store.client)), [report.batch_id])  # type: ignore[attr-defined]
+    # THEN it is not final, and its entry has no outcome
+    assert set(got.broken()) == {"batches_final", "one_outcome"}, got.lines()
+    assert got.result("batches_final").examples[0]["status"] == "PROCESSING"
+
+
+def test_a_reason_belonging_to_another_outcome_is_reported(deps: Deps, ledger: FakeLedger) -> None:
+    run = run_batch(deps)
+    key = (run.batch_id, run.index["s.pdf"])
+    ledger.files[key] = replace(ledger.files[key], reason="encrypted")  # skipped_no_match/encrypted
+    report = verify(deps, run)
+    assert "one_outcome" in report.broken()
+    assert report.result("one_outcome").examples[0]["reason"] == "encrypted"
+
+
+def test_an_entry_that_is_not_a_pdf_but_counted_is_reported(deps: Deps, ledger: FakeLedger) -> None:
+    run = run_batch(deps)
+    key = (run.batch_id, run.index["notes.txt"])
+    ledger.files[key] = replace(ledger.files[key], outcome="failed", reason="malformed_pdf")
+    assert "one_outcome" in verify(deps, run).broken()
+
+
+def test_a_pending_entry_in_a_completed_batch_is_reported(deps: Deps, ledger: FakeLedger) -> None:
+    run = run_batch(deps)
+    key = (run.batch_id, run.index["s.pdf"])
+    ledger.files[key] = replace(ledger.files[key], outcome=None, reason=None)
+    report = verify(deps, run)
+    assert "one_outcome" in report.broken()
+    assert report.result("one_outcome").examples[0]["problem"] == "no outcome"
+
+
+def test_entries_left_open_by_a_batch_failed_as_a_whole_are_noted_not_broken(
+    deps: Deps, ledger: FakeLedger
+) -> None:
+    run = run_batch(deps)
+    key = (run.batch_id, run.index["s.pdf"])
+    ledger.files[key] = replace(ledger.files[key], outcome=None, reason=None)
+    counts = ledger.outcome_counts(run.batch_id)
+    ledger.batches[run.batch_id] = replace(
+        ledger.batches[run.batch_id], status="FAILED", reason="unzip_failed", counts=counts
+    )
+    deps.progress.expire(run.batch_id)  # type: ignore[attr-defined]
+    report = verify(deps, run)
+    assert report.result("one_outcome").held is True, report.lines()
+    assert "1 entries without an outcome" in report.result("one_outcome").note
+
+
+def test_totals_that_disagree_with_the_entries_are_reported(deps: Deps, ledger: FakeLedger) -> None:
+    run = run_batch(deps)
+    ledger.batches[run.batch_id] = replace(ledger.batches[run.batch_id], total_files=5)
+    report = verify(deps, run)
+    assert "totals_match_entries" in report.broken()
+    assert report.result("totals_match_entries").examples[0]["pdfEntries"] == 4
+
+
+def test_live_counters_off_by_one_are_reported(deps: Deps, progress: FakeProgress) -> None:
+    run = run_batch(deps)
+    progress.hashes[run.batch_id]["linked"] = str(int(progress.hashes[run.batch_id]["linked"]) + 1)
+    report = verify(deps, run)
+    broken_only(report, "counters_match_ledger")
+    assert report.result("counters_match_ledger").examples[0]["ledgerVsLive"] == {"linked": [2, 3]}
+
+
+def test_a_summary_that_disagrees_with_the_ledger_is_reported(deps: Deps, ledger: FakeLedger) -> None:
+    run = run_batch(deps)
+    batch = ledger.batches[run.batch_id]
+    ledger.batches[run.batch_id] = replace(batch, counts={**batch.counts, "failed": 1})
+    report = verify(deps, run)
+    broken_only(report, "counters_match_ledger")
+    assert report.result("counters_match_ledger").examples[0]["where"] == "summary"
+
+
+def test_a_user_linked_by_two_rows_is_reported(deps: Deps, ledger: FakeLedger) -> None:
+    run = run_batch(deps)
+    ada = ledger.files[(run.batch_id, run.index["a.pdf"])]
+    key = (run.batch_id, run.index["s.pdf"])
+    ledger.files[key] = replace(
+        ledger.files[key], outcome="linked", reason="matched", user_id=ada.user_id, final_key=ada.final_key
+    )
+    report = verify(deps, run)
+    assert "users_linked_once" in report.broken()
+    assert report.result("users_linked_once").examples[0]["problem"] == "linked by several rows"
+
+
+def test_a_user_pointing_at_another_object_than_their_linked_row_is_reported(
+    deps: Deps, ledger: FakeLedger
+) -> None:
+    run = run_batch(deps)
+    ledger.users[run.users["bob"]] = replace(
+        ledger.users[run.users["bob"]], pdf_url=f"s3://{BUCKET}/pdfs/x.pdf"
+    )
+    report = verify(deps, run)
+    broken_only(report, "users_linked_once")
+    assert report.result("users_linked_once").examples[0]["problem"] == "user points elsewhere"
+
+
+def test_a_user_linked_into_the_bucket_with_no_linked_row_is_reported(deps: Deps, ledger: FakeLedger) -> None:
+    run = run_batch(deps)
+    # a user the oracle knows of got a link into the bucket that no ledger row made
+    dave = ledger.add_user("dave@example.com", pdf_url=f"s3://{BUCKET}/pdfs/9/abc.pdf")
+    report = verify(deps, run, Oracle({**run.oracle.owners, "ff" * 32: dave}, run.oracle.uploads))
+    broken_only(report, "users_linked_once")
+    assert report.result("users_linked_once").examples[0] == {
+        "userId": dave,
+        "problem": "linked with no linked row in these batches",
+    }
+
+
+def test_already_linked_naming_a_user_who_is_not_linked_is_reported(deps: Deps, ledger: FakeLedger) -> None:
+    run = run_batch(deps)
+    ledger.users[run.users["carol"]] = replace(ledger.users[run.users["carol"]], pdf_url=None)
+    report = verify(deps, run)
+    broken_only(report, "users_linked_once")
+    assert report.result("users_linked_once").examples[0]["problem"] == "already_linked, user unlinked"
+
+
+def test_a_deleted_final_object_is_reported(deps: Deps, ledger: FakeLedger) -> None:
+    run = run_batch(deps)
+    final_key = ledger.files[(run.batch_id, run.index["a.pdf"])].final_key
+    assert final_key
+    deps.store.delete(BUCKET, final_key)
+    report = verify(deps, run)
+    broken_only(report, "final_objects_exist")
+    assert report.result("final_objects_exist").examples[0]["problem"] == "missing"
+
+
+def test_a_final_object_holding_other_content_is_reported(deps: Deps, ledger: FakeLedger) -> None:
+    run = run_batch(deps)
+    final_key = ledger.files[(run.batch_id, run.index["a.pdf"])].final_key
+    assert final_key
+    deps.store.put_bytes(BUCKET, final_key, resume("Bob", "bob@example.com"), "application/pdf")
+    report = verify(deps, run)
+    broken_only(report, "final_objects_exist")
+    assert report.result("final_objects_exist").examples[0]["problem"] == "other content"
+
+
+def test_a_link_to_a_user_the_pdf_does_not_name_is_reported(deps: Deps) -> None:
+    run = run_batch(deps)
+    owners = dict(run.oracle.owners)
+    ada_pdf = sha(resume("Ada", "ada@example.com"))
+    owners[ada_pdf] = run.users["bob"]  # the oracle says this content names Bob; Ada was linked to it
+    report = verify(deps, run, Oracle(owners, run.oracle.uploads))
+    broken_only(report, "links_match_oracle")
+    assert report.result("links_match_oracle").examples[0]["problem"] == "wrong user"
+
+
+def test_a_link_to_content_no_upload_held_is_reported(deps: Deps) -> None:
+    run = run_batch(deps)
+    owners = {k: v for k, v in run.oracle.owners.items() if k != sha(resume("Ada", "ada@example.com"))}
+    report = verify(deps, run, Oracle(owners, run.oracle.uploads))
+    broken_only(report, "links_match_oracle")
+
+
+def test_a_pdf_naming_a_user_recorded_as_no_match_is_reported(deps: Deps) -> None:
+    run = run_batch(deps)
+    owners = {**run.oracle.owners, sha(resume("Stranger", "stranger@nowhere.example")): run.users["bob"]}
+    report = verify(deps, run, Oracle(owners, run.oracle.uploads))
+    broken_only(report, "links_match_oracle")
+    assert report.result("links_match_oracle").examples[0]["problem"] == "names a user, recorded no match"
+
+
+def test_staged_copies_left_after_the_batch_are_reported(deps: Deps) -> None:
+    # GIVEN a finished batch whose staged copies are still in the bucket
+    run = run_batch(deps, clean_staging=False)
+    assert keys(deps, f"staging/{run.batch_id}/")
+    # WHEN it is checked
+    report = verify(deps, run)
+    # THEN each staged copy is a breach, and the note says which outcomes they belonged to
+    broken_only(report, "no_staged_leftovers")
+    result = report.result("no_staged_leftovers")
+    assert result.broken == 4
+    assert (
+        result.note
+        == "staged objects left by entry outcome: linked 2, skipped_already_exists 1, skipped_no_match 1"
+    )
+
+
+def test_an_accepted_upload_with_no_batch_of_its_own_is_reported(deps: Deps) -> None:
+    run = run_batch(deps)
+    # the oracle knows of a second upload to the same key (a reused link): no batch holds it
+    second = ExpectedUpload(KEY, (("z.pdf", sha(b"%PDF-other")),))
+    report = verify(deps, run, Oracle(run.oracle.owners, [*run.oracle.uploads, second]))
+    broken_only(report, "uploads_accounted")
+    example = report.result("uploads_accounted").examples[0]
+    assert (example["upload"], example["problem"]) == ("2 of 2", "no batch holds this upload")
+
+
+def test_a_batch_holding_another_uploads_contents_is_reported(deps: Deps) -> None:
+    run = run_batch(deps)
+    (only,) = run.oracle.uploads
+    swapped = tuple((n, sha(b"other") if n == "b.pdf" else s) for n, s in only.entries)
+    report = verify(deps, run, Oracle(run.oracle.owners, [ExpectedUpload(KEY, swapped)]))
+    broken_only(report, "uploads_accounted")
+    assert report.result("uploads_accounted").examples[0]["problem"] == "contents differ"
+
+
+def test_an_upload_whose_batch_failed_as_a_whole_is_accounted_for(deps: Deps) -> None:
+    # GIVEN a ZIP that is not a ZIP: its batch FAILED corrupt_zip, with no entries
+    report = staging.stage_zip(deps, upload(deps, b"not a zip at all", key="uploads/broken.zip"))
+    assert report.status == "FAILED"
+    # WHEN it is checked against the upload the oracle knows of
+    oracle = Oracle({}, [ExpectedUpload("uploads/broken.zip", ())])
+    got = check(Sources.from_deps(deps, S3Keys(deps.store.client)), [report.batch_id], oracle)  # type: ignore[attr-defined]
+    # THEN the loud failure accounts for it
+    assert got.ok, got.lines()
+    assert got.result("uploads_accounted").held is True
+
+
+@pytest.mark.parametrize("owner", ["7", "0b6d8c1e-uuid", None])
+def test_an_oracle_survives_its_json_file(owner: str | None, tmp_path: Path) -> None:
+    oracle = Oracle(
+        {"ab" * 32: owner}, [ExpectedUpload("uploads/x.zip", (("a.pdf", "cd" * 32), ("r.txt", None)))]
+    )
+    path = tmp_path / "oracle.json"
+    path.write_text(json.dumps(oracle.as_json()))
+    assert Oracle.load(path) == oracle
