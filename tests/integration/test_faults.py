@@ -24,10 +24,12 @@ from fixtures.events import s3_event, sqs_event_of
 from fixtures.faults import KILLED, Outage, run_killed_worker
 from fixtures.pipeline import (
     assert_counters_match_ledger,
+    empty_and_delete_bucket,
     ledger_rows,
     pdf_urls,
     process_all,
     receive_all,
+    sweep_orphans,
     upload,
 )
 from fixtures.zips import zipfile_zip as make_zip
@@ -57,13 +59,11 @@ def ls_deps(localstack: str, db: Any, settings: Any, monkeypatch: pytest.MonkeyP
     s = replace(settings, endpoint_url=localstack)
     s3, sqs = bootstrap.boto3_client("s3", s), bootstrap.boto3_client("sqs", s)
     s3.create_bucket(Bucket=s.bucket)
+    s3.put_bucket_versioning(Bucket=s.bucket, VersioningConfiguration={"Status": "Enabled"})  # as deployed
     queue_url = sqs.create_queue(QueueName=f"work-{s.bucket}")["QueueUrl"]
     deps = bootstrap.build_deps(replace(s, queue_url=queue_url), need_queue=True)
     yield deps
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=s.bucket):
-        for obj in page.get("Contents", []):
-            s3.delete_object(Bucket=s.bucket, Key=obj["Key"])
-    s3.delete_bucket(Bucket=s.bucket)
+    empty_and_delete_bucket(s3, s.bucket)
     sqs.delete_queue(QueueUrl=queue_url)
     deps.ledger.client.close()  # type: ignore[attr-defined]
 
@@ -204,7 +204,7 @@ def test_same_sqs_message_to_two_workers_at_once_has_the_effect_of_one(
 
 
 @pytest.mark.parametrize("another_file_links_first", [False, True], ids=["alone", "another-links-first"])
-def test_worker_killed_between_copy_and_link_ends_with_one_outcome_and_no_orphan(
+def test_worker_killed_between_copy_and_link_ends_with_one_outcome_and_no_orphan_after_gc(
     ls_deps: Deps, db: Any, another_file_links_first: bool
 ) -> None:
     # GIVEN two different résumés of one user, staged
@@ -230,11 +230,13 @@ def test_worker_killed_between_copy_and_link_ends_with_one_outcome_and_no_orphan
         process_all(deps, [v2])
     # and v1 is redelivered (twice), then v2 arrives
     process_all(deps, [v1, v1, v2])
-    # THEN each file has one outcome, the only object under pdfs/ is the one the user points at
+    # THEN each file has one outcome, and once gc swept what nothing points at (the dead worker's copy,
+    # when the other file won), the only object under pdfs/ is the one the user points at
     rows = {r["entry_name"]: r for r in ledger_rows(db, report.batch_id)}
     winner = "v2.pdf" if another_file_links_first else "v1.pdf"
     loser = "v1.pdf" if another_file_links_first else "v2.pdf"
     assert (rows[winner]["outcome"], rows[loser]["outcome"]) == ("linked", "skipped_already_exists")
+    assert len(sweep_orphans(deps).orphans) == (1 if another_file_links_first else 0)
     assert keys(deps, "pdfs/") == [rows[winner]["final_key"]]
     assert_linked_means_linked(deps, db, report.batch_id)
     status = assert_counters_match_ledger(deps, report.batch_id)
