@@ -4,7 +4,6 @@ tests/fixtures/reuse.py, the same ones tests/unit/test_uploads.py runs over the 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -19,21 +18,8 @@ from plugins.services import add_users
 pytestmark = pytest.mark.integration
 
 
-class Clock:
-    """Real time, moved on by hand (the ledger keeps its own real clock; expiry reads this one)."""
-
-    def __init__(self) -> None:
-        self.offset = 0.0
-
-    def __call__(self) -> float:
-        return time.time() + self.offset
-
-    def advance(self, seconds: float) -> None:
-        self.offset += seconds
-
-
 def world(deps: Deps, db: Any) -> reuse.World:
-    clock = Clock()
+    clock = reuse.ManualClock()
     return reuse.World(replace(deps, clock=clock), lambda e: add_users(db, e)[e], clock.advance)
 
 

@@ -58,6 +58,20 @@ def test_without_bucket_versions_a_zip_replaced_before_unzip_read_it_fails_its_b
     reuse.scenario_unversioned_zip_replaced_before_it_was_read(unversioned)
 
 
+def test_two_uploads_notified_with_one_sequencer_are_told_apart_by_their_versions(deps: Deps) -> None:
+    # GIVEN two ZIPs posted with one link, notified with the same sequencer (LocalStack sends one
+    # constant sequencer for every event) but each with its own version id
+    created = batches.create_batch(deps)
+    ups = [
+        reuse.post_zip(deps, created["key"], reuse.zip_of([p]), "0055AED6DCD90281E5") for p in ("ann", "bo")
+    ]
+    assert ups[0].sequencer == ups[1].sequencer and ups[0].version_id != ups[1].version_id
+    # WHEN each notification is resolved THEN each is its own batch, and each duplicate finds its own
+    first, second = (batches.resolve_batch(deps, u)[0] for u in ups)
+    assert first == created["batchId"] != second
+    assert [batches.resolve_batch(deps, u)[0] for u in ups] == [first, second]
+
+
 class Recording:
     """A boto3 S3 client that records the arguments of every read, then calls the real one."""
 

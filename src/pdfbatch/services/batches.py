@@ -45,14 +45,15 @@ def new_batch_id() -> str:
 
 
 def upload_token(upload: Upload) -> str:
-    """What makes two S3 notifications the same upload: bucket, key and sequencer (or version, or ETag).
+    """What makes two S3 notifications the same upload: bucket, key, sequencer and version (or ETag).
 
-    A duplicated notification carries the same sequencer, so it resolves to the same batch; another
-    upload to the same key has another sequencer, so it does not.
+    A duplicated notification carries the same sequencer and version, so it resolves to the same
+    batch; another upload to the same key has another version (S3 gives each upload its own sequencer
+    too, but LocalStack sends one constant sequencer for every event, and the version tells them apart).
     """
-    token = upload.sequencer or upload.version_id or upload.etag or ""
-    raw = f"{upload.bucket}\x00{upload.key}\x00{token}".encode("utf-8", "surrogatepass")
-    return hashlib.sha256(raw).hexdigest()
+    version = upload.version_id or upload.etag or ""
+    raw = f"{upload.bucket}\x00{upload.key}\x00{upload.sequencer or ''}\x00{version}"
+    return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def resolve_batch(deps: Deps, upload: Upload) -> tuple[str, str]:
