@@ -7,6 +7,7 @@ outages are the same adapters pointed at closed ports; expiry is a real short Re
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -275,7 +276,7 @@ def test_unzip_killed_half_way_through_a_large_zip_is_finished_by_the_retry(ls_d
     up = upload(deps, resume_zip(n, users))
     # WHEN unzip is killed after staging 40 entries (uploads in flight and unsent messages die with it)
     hook = {"port": "store", "method": "put_bytes", "calls": 40}
-    upload_args = {"bucket": up.bucket, "key": up.key, "size": up.size, "sequencer": up.sequencer}
+    upload_args = dataclasses.asdict(up)  # the whole S3 record: sequencer, version and ETag too
     assert (
         run_killed_worker(deps.settings, {"run": "stage_zip", "upload": upload_args, "die_after": hook})
         == KILLED
@@ -415,7 +416,7 @@ def test_progress_with_a_short_ttl_expiring_mid_batch_never_goes_backwards(deps:
 # --- the unzip DLQ --------------------------------------------------------------------------------
 
 
-def destination_record(bucket: str, key: str, sequencer: str) -> dict[str, Any]:
+def destination_record(up: batches.Upload) -> dict[str, Any]:
     """What Lambda sends to an OnFailure SQS destination after the async retries of an S3 event."""
     return {
         "version": "1.0",
@@ -426,7 +427,7 @@ def destination_record(bucket: str, key: str, sequencer: str) -> dict[str, Any]:
             "condition": "RetriesExhausted",
             "approximateInvokeCount": 3,
         },
-        "requestPayload": s3_event(bucket, key, 1234, sequencer),
+        "requestPayload": s3_event(up.bucket, up.key, 1234, up.sequencer or "", up.version_id, up.etag),
         "responseContext": {"statusCode": 200, "executedVersion": "$LATEST", "functionError": "Unhandled"},
         "responsePayload": {"errorType": "Sandbox.Timedout", "errorMessage": "Task timed out"},
     }
@@ -442,7 +443,7 @@ def test_unzip_dlq_message_fails_the_batch_unzip_never_finished(deps: Deps, db: 
             {
                 "MessageId": "m1",
                 "ReceiptHandle": "r1",
-                "Body": json.dumps(destination_record(up.bucket, up.key, "00AA")),
+                "Body": json.dumps(destination_record(up)),
             },
             {"MessageId": "m2", "ReceiptHandle": "r2", "Body": "not json"},
         ]
