@@ -71,12 +71,14 @@ def _one(stack: BenchStack, label: str, path: Path, count: int, timeout: float =
 
 
 def _cleanup(stack: BenchStack, key: str, batch_id: str) -> None:
-    # The staged copies and the upload would otherwise hold GBs in LocalStack's S3 for nothing.
+    # The staged copies and the upload would otherwise hold GBs in LocalStack's S3 for nothing. The
+    # bucket keeps versions (infra/template.yaml), so each version is deleted, not hidden by a marker.
     s3 = stack.client("s3")
-    keys = [key]
-    if batch_id:
-        paginator = s3.get_paginator("list_objects_v2")
-        for page in paginator.paginate(Bucket=stack.bucket, Prefix=f"staging/{batch_id}/"):
-            keys += [o["Key"] for o in page.get("Contents", [])]
-    for batch in chunks(keys, 1000):
-        s3.delete_objects(Bucket=stack.bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True})
+    objects: list[dict[str, str]] = []
+    paginator = s3.get_paginator("list_object_versions")
+    for prefix in [key, f"staging/{batch_id}/"] if batch_id else [key]:
+        for page in paginator.paginate(Bucket=stack.bucket, Prefix=prefix):
+            for v in page.get("Versions", []) + page.get("DeleteMarkers", []):
+                objects.append({"Key": v["Key"], "VersionId": v["VersionId"]})
+    for batch in chunks(objects, 1000):
+        s3.delete_objects(Bucket=stack.bucket, Delete={"Objects": batch, "Quiet": True})

@@ -101,10 +101,44 @@ class FakeLedger:
                 BatchRow(batch_id, bucket, key, source, status, None, 0, {}, None, now, now, None, None),
             )
 
-    def batch_for_upload(self, token: str, candidate_id: str) -> str:
-        """The batch id of an upload token: ``candidate_id`` if this is its first claim, else the first's."""
+    def batch_for_upload(self, token: str, candidate_id: str, preferred_id: str | None = None) -> str:
+        """The batch a token claimed first; else ``preferred_id`` unless claimed, else ``candidate_id``."""
         with self._lock:
-            return self.uploads.setdefault(token, candidate_id)
+            if token not in self.uploads:
+                claimed = set(self.uploads.values())  # UNIQUE KEY by_batch
+                free = [b for b in (preferred_id, candidate_id) if b is not None and b not in claimed]
+                if free:
+                    self.uploads[token] = free[0]
+            return self.uploads[token]
+
+    def expire_unclaimed(self, batch_id: str, reason: str, counts: Mapping[str, int]) -> bool:
+        """FAILED ``reason`` for a PENDING batch no upload has claimed; True if it did."""
+        now = self._clock()
+        with self._lock:
+            batch = self.batches.get(batch_id)
+            if batch is None or batch.status != "PENDING" or batch_id in self.uploads.values():
+                return False
+            stored = json.loads(json.dumps(dict(counts), sort_keys=True))
+            self._update_batch(
+                batch_id, status="FAILED", reason=reason, counts=stored, completed_at=now, updated_at=now
+            )
+            return True
+
+    def revive_expired(self, batch_id: str, reason: str) -> bool:
+        """FAILED ``reason`` with nothing unpacked goes back to PROCESSING, its summary cleared."""
+        with self._lock:
+            batch = self.batches.get(batch_id)
+            if batch is None or (batch.status, batch.reason, batch.total_files) != ("FAILED", reason, None):
+                return False
+            self._update_batch(
+                batch_id,
+                status="PROCESSING",
+                reason=None,
+                counts={},
+                completed_at=None,
+                updated_at=self._clock(),
+            )
+            return True
 
     def get_batch(self, batch_id: str) -> BatchRow | None:
         """The batch row, or None."""
@@ -283,6 +317,16 @@ class FakeLedger:
             for r in sorted(rows, key=lambda r: r.index)
         ]
 
+    def linked_keys(self, sha256s: Sequence[str]) -> set[str]:
+        """Final keys of linked entries with one of these contents."""
+        wanted = set(sha256s)
+        with self._lock:
+            return {
+                r.final_key
+                for r in self.files.values()
+                if r.sha256 in wanted and r.outcome == "linked" and r.final_key is not None
+            }
+
     def set_timings(self, batch_id: str, index: int, timings: Mapping[str, float]) -> None:
         """Replace the timings of a recorded entry."""
         with self._lock:
@@ -454,6 +498,17 @@ class FakeProgress:
                 h.pop("completedAt", None)
             h["updatedAt"] = ts
             return removed, str(h.get("status"))
+
+    def note_later_upload(self, batch_id: str, later_id: str) -> bool:
+        """Add a later upload's batch to the hash's list (once); False when the hash is gone."""
+        with self._lock:
+            h = self.hashes.get(batch_id)
+            if h is None:
+                return False
+            later = [b for b in h.get("laterUploads", "").split(",") if b]
+            if later_id not in later:
+                h["laterUploads"] = ",".join([*later, later_id])
+            return True
 
 
 def _ci(email: str) -> str:

@@ -25,7 +25,8 @@ processor = BatchProcessor(event_type=EventType.SQS)
 
 
 def uploads(event: S3Event) -> list[Upload]:
-    """The uploads an S3 notification names (keys arrive URL-encoded)."""
+    """The uploads an S3 notification names (keys arrive URL-encoded), each with the version (or ETag)
+    its reads are pinned to."""
     out = []
     for record in event.records:
         obj = record.s3.get_object
@@ -34,8 +35,9 @@ def uploads(event: S3Event) -> list[Upload]:
                 bucket=record.s3.bucket.name,
                 key=unquote_plus(obj.key),
                 size=obj.get("size"),
-                sequencer=obj.sequencer,
-                version_id=obj.version_id,
+                sequencer=obj.get("sequencer"),
+                version_id=obj.version_id or None,
+                etag=obj.etag or None,
             )
         )
     return out

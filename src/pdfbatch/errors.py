@@ -70,6 +70,12 @@ class DependencyUnavailable(PdfBatchError):
         super().__init__(f"{dependency} unavailable" + (f": {detail}" if detail else ""))
 
 
+class ObjectChanged(PdfBatchError):
+    """The object is no longer the one a read was pinned to (its ETag no longer matches): never retried."""
+
+    code = "object_changed"
+
+
 class ProgressMissing(PdfBatchError):
     """The Redis progress hash of a batch has expired or was never written."""
 

@@ -44,6 +44,7 @@ class Reason(enum.StrEnum):
     GAVE_UP = "gave_up"  # kept failing on every delivery
     MISSING_OBJECT = "missing_object"  # the staged copy was gone (expired or deleted)
     USERS_TABLE_ERROR = "users_table_error"  # the users table cannot be read as configured (never retried)
+    ZIP_REPLACED = "zip_replaced"  # the upload was overwritten before this entry was read (no versions)
     # ignored (not counted)
     DIRECTORY = "directory"
     MACOS_METADATA = "macos_metadata"
@@ -68,6 +69,7 @@ REASON_OUTCOME: dict[str, str] = {
     Reason.GAVE_UP: Outcome.FAILED,
     Reason.MISSING_OBJECT: Outcome.FAILED,
     Reason.USERS_TABLE_ERROR: Outcome.FAILED,
+    Reason.ZIP_REPLACED: Outcome.FAILED,
     Reason.DIRECTORY: IGNORED,
     Reason.MACOS_METADATA: IGNORED,
     Reason.HIDDEN_FILE: IGNORED,
@@ -77,7 +79,13 @@ REASON_OUTCOME: dict[str, str] = {
 
 # Failed at unzip, before anything was staged: re-running them could only report the staged copy missing.
 UNSTAGED_REASONS = frozenset(
-    {Reason.TOO_LARGE, Reason.ENCRYPTED_ZIP_ENTRY, Reason.CORRUPT_ENTRY, Reason.UNSUPPORTED_COMPRESSION}
+    {
+        Reason.TOO_LARGE,
+        Reason.ENCRYPTED_ZIP_ENTRY,
+        Reason.CORRUPT_ENTRY,
+        Reason.UNSUPPORTED_COMPRESSION,
+        Reason.ZIP_REPLACED,
+    }
 )
 
 
@@ -90,6 +98,7 @@ class BatchReason(enum.StrEnum):
     ZIP_MISSING = "zip_missing"  # deleted before unzip could read it
     UNZIP_FAILED = "unzip_failed"  # its S3 event failed every unzip attempt (unzip DLQ)
     UPLOAD_EXPIRED = "upload_expired"  # POST /batches, but no ZIP arrived while the link was valid
+    ZIP_REPLACED = "zip_replaced"  # overwritten by a later upload before unzip read it (no versions)
 
 
 class BatchStatus(enum.StrEnum):
@@ -154,6 +163,11 @@ class FileTask:
         return cls(batch_id=batch_id, index=index, staging_key=key, bucket=bucket)
 
 
+def upload_key(batch_id: str) -> str:
+    """The key POST /batches hands out for a batch's ZIP (its presigned POST may only write there)."""
+    return f"uploads/{batch_id}.zip"
+
+
 def staging_key(batch_id: str, index: int) -> str:
     """Where entry ``index`` of a batch is staged: derived from ids only, never from the entry name."""
     return f"staging/{batch_id}/{index:07d}.pdf"
@@ -191,6 +205,35 @@ def key_segment(user_id: str) -> str:
     return encoded
 
 
+
+def user_id_of_segment(segment: str) -> str | None:
+    """The user id ``key_segment`` made ``segment`` from, or None (a hashed or foreign segment)."""
+    if _PLAIN_ID.fullmatch(segment):
+        return segment
+    if not segment.startswith("!") or segment.startswith("!!"):
+        return None
+    out = bytearray()
+    rest = segment[1:]
+    i = 0
+    while i < len(rest):
+        ch = rest[i]
+        if ch == "_":
+            try:
+                out.append(int(rest[i + 1 : i + 3], 16))
+            except ValueError:
+                return None
+            i += 3
+        elif ord(ch) in _KEPT_IN_ENCODED:
+            out.append(ord(ch))
+            i += 1
+        else:
+            return None
+    try:
+        user_id = out.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        return None
+    return user_id if key_segment(user_id) == segment else None
+
 # What each reason means to a person reading the results (CLI, upload page, CSV).
 REASON_TEXT: dict[str, str] = {
     Reason.MATCHED: "linked to the user whose email address it contains",
@@ -209,6 +252,10 @@ REASON_TEXT: dict[str, str] = {
     Reason.GAVE_UP: "kept failing after several attempts",
     Reason.MISSING_OBJECT: "the staged copy was gone before it could be read",
     Reason.USERS_TABLE_ERROR: "the users table cannot be read as configured (see the process_pdf logs)",
+    Reason.ZIP_REPLACED: (
+        "another upload replaced the ZIP before this entry was read (the bucket keeps no versions); "
+        "that upload is a batch of its own: upload this ZIP again"
+    ),
     Reason.DIRECTORY: "a folder",
     Reason.MACOS_METADATA: "macOS metadata, not a document",
     Reason.HIDDEN_FILE: "a hidden file",
@@ -222,11 +269,16 @@ BATCH_REASON_TEXT: dict[str, str] = {
     BatchReason.ZIP_MISSING: "the uploaded ZIP was deleted before it could be read",
     BatchReason.UNZIP_FAILED: "unpacking the ZIP failed on every attempt (see the unzip function's logs)",
     BatchReason.UPLOAD_EXPIRED: "no ZIP was uploaded for this batch before its upload link expired",
+    BatchReason.ZIP_REPLACED: (
+        "another upload to the same key replaced the ZIP before it could be read (the bucket keeps no "
+        "versions); that upload is a batch of its own (see laterUploads): upload this ZIP again"
+    ),
 }
 
 
-def describe(reason: str | None) -> str:
-    """A human sentence for a file or batch reason."""
+def describe(reason: str | None, *, batch: bool = False) -> str:
+    """A human sentence for a file reason (``batch``: a batch's reason first, where both share a name)."""
     if not reason:
         return ""
-    return REASON_TEXT.get(reason) or BATCH_REASON_TEXT.get(reason) or reason.replace("_", " ")
+    texts = (BATCH_REASON_TEXT, REASON_TEXT) if batch else (REASON_TEXT, BATCH_REASON_TEXT)
+    return texts[0].get(reason) or texts[1].get(reason) or reason.replace("_", " ")

@@ -91,6 +91,7 @@ class LiveProgress:
     completed_at: float | None = None
     first_done_at: float | None = None  # the first count: the rate (and ETA) is an average from here
     rebuilt_at: float | None = None  # the last rebuild from the ledger, if any
+    later_uploads: tuple[str, ...] = ()  # batches of later uploads through this batch's link, oldest first
 
 
 @dataclass(frozen=True)
@@ -105,15 +106,46 @@ class NewEntry:
     reason: str | None = None
 
 
-class ObjectStore(Protocol):
-    """S3, as the pipeline uses it."""
+@dataclass(frozen=True)
+class StoredVersion:
+    """One version of an object as a bucket listing shows it (``version_id`` "null" when unversioned)."""
 
-    def open_reader(self, bucket: str, key: str, size: int | None = None) -> IO[bytes]:
-        """A seekable file object over the object, fetched in ranges."""
+    key: str
+    version_id: str
+    size: int
+    last_modified: float  # epoch seconds
+    is_latest: bool
+    is_delete_marker: bool = False
+
+
+class ObjectStore(Protocol):
+    """S3, as the pipeline uses it.
+
+    Reads of an upload are pinned to the object the notification named: ``version_id`` when the bucket
+    keeps versions, else ``etag`` (If-Match). A pinned read of an object that changed raises
+    ObjectChanged; one whose version is gone raises NotFound.
+    """
+
+    def open_reader(
+        self,
+        bucket: str,
+        key: str,
+        size: int | None = None,
+        *,
+        version_id: str | None = None,
+        etag: str | None = None,
+    ) -> IO[bytes]:
+        """A seekable file object over the object, fetched in ranges (each one pinned, see above)."""
         ...
 
-    def head_size(self, bucket: str, key: str) -> int:
+    def head_size(
+        self, bucket: str, key: str, *, version_id: str | None = None, etag: str | None = None
+    ) -> int:
         """The object's size in bytes; NotFound when it does not exist."""
+        ...
+
+    def list_versions(self, bucket: str, prefix: str) -> Iterable[StoredVersion]:
+        """Every version (and delete marker) under ``prefix``, by key, newest first within a key."""
         ...
 
     def get_bytes(self, bucket: str, key: str) -> bytes:
@@ -128,8 +160,8 @@ class ObjectStore(Protocol):
         """Server-side copy within the bucket."""
         ...
 
-    def delete(self, bucket: str, key: str) -> None:
-        """Delete an object (no error when absent)."""
+    def delete(self, bucket: str, key: str, version_id: str | None = None) -> None:
+        """Delete an object, or one version of it for good (no error when absent)."""
         ...
 
     def presigned_post(self, bucket: str, key: str, max_bytes: int, expires_in: int) -> dict[str, Any]:
@@ -181,8 +213,18 @@ class Ledger(Protocol):
         """Batches created from an object key, newest first."""
         ...
 
-    def batch_for_upload(self, token: str, candidate_id: str) -> str:
-        """The batch id of an upload token: ``candidate_id`` if this is its first claim, else the first's."""
+    def batch_for_upload(self, token: str, candidate_id: str, preferred_id: str | None = None) -> str:
+        """The batch an upload token claimed first; else ``preferred_id`` unless another upload claimed
+        it, else ``candidate_id``. Each batch is claimed by one upload at most."""
+        ...
+
+    def expire_unclaimed(self, batch_id: str, reason: str, counts: Mapping[str, int]) -> bool:
+        """End a PENDING batch FAILED with ``reason`` unless an upload has claimed it; True if it did."""
+        ...
+
+    def revive_expired(self, batch_id: str, reason: str) -> bool:
+        """A batch FAILED with ``reason`` before anything was unpacked goes back to PROCESSING, summary
+        cleared (its upload arrived after all); True if it did. The one final status that may change."""
         ...
 
     def start_batch(self, batch_id: str, total_files: int, ignored_files: int) -> None:
@@ -250,6 +292,10 @@ class Ledger(Protocol):
         """Every PDF entry with an outcome, read at one instant (counts and indices must agree)."""
         ...
 
+    def linked_keys(self, sha256s: Sequence[str]) -> set[str]:
+        """The final keys of linked entries whose content is one of ``sha256s`` (what gc must keep)."""
+        ...
+
 
 class Progress(Protocol):
     """Live progress counters in Redis."""
@@ -285,6 +331,10 @@ class Progress(Protocol):
 
     def uncount(self, batch_id: str, index: int, outcome: str, reason: str, now: float) -> tuple[bool, str]:
         """Undo count(): (was it counted, status); COMPLETED is PROCESSING again. ProgressMissing if gone."""
+        ...
+
+    def note_later_upload(self, batch_id: str, later_id: str) -> bool:
+        """Add ``later_id`` to the batch's later uploads (once); False when its counters are gone."""
         ...
 
 

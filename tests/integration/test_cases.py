@@ -13,9 +13,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 
-from fixtures import cases
+from fixtures import cases, reuse
 from fixtures.pipeline import assert_counters_match_ledger, ledger_rows
 from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
 from pdfbatch.config import UsersTable
@@ -72,8 +73,12 @@ def test_one_zip_of_every_bad_entry_ends_with_its_outcome_and_the_batch_complete
     observed, statuses, rows = cases.run_entry_cases(deps, cases.ENTRY_CASES, use_table)
     # AND each unreadable upload is staged on its own
     archives = {case.name: cases.run_archive_case(deps, case) for case in cases.ARCHIVE_CASES}
+    # AND each upload case's scenario runs (each asserts what it proves)
+    uploads = {
+        case.name: cases.run_upload_case(upload_world(deps, db, case), case) for case in cases.UPLOAD_CASES
+    }
     if os.environ.get("PDFBATCH_WRITE_CASES") == "1":
-        DOC.write_text(cases.render(observed, archives), encoding="utf-8")
+        DOC.write_text(cases.render(observed, archives, uploads), encoding="utf-8")
 
     # THEN every entry has its case's outcome, reason, link and pages read
     problems = [p for case in cases.ENTRY_CASES for p in cases.mismatches(case, observed[case.name])]
@@ -101,6 +106,21 @@ def test_one_zip_of_every_bad_entry_ends_with_its_outcome_and_the_batch_complete
         n: (s["status"], s["reason"]) for n, s in cases.expected_archives().items()
     }
     # AND the observations are what docs/CASES.md shows
-    assert cases.render(observed, archives) == cases.render(
+    assert cases.render(observed, archives, uploads) == cases.render(
         cases.expected_entries(), cases.expected_archives()
     )
+
+
+def upload_world(deps: Any, db: Any, case: cases.UploadCase) -> reuse.World:
+    """The real adapters for one upload case: a bucket of its own (without versions if the case says),
+    and a users table holding only the people it adds (each case names the same people)."""
+    with db.cursor() as cur:
+        cur.execute("DELETE FROM users")
+    clock = reuse.ManualClock()
+    bucket = f"{deps.settings.bucket}-{case.name.replace('_', '-')}"[:63]
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket=bucket)
+    if case.versioned:
+        s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    mine = replace(deps, settings=replace(deps.settings, bucket=bucket), clock=clock)
+    return reuse.World(mine, lambda e: add_users(db, e)[e], clock.advance)

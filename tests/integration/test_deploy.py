@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from fixtures.pipeline import empty_and_delete_bucket
 from pdfbatch.ops.build import project_root
 from pdfbatch.ops.deploy import DeployParams, deploy
 
@@ -78,10 +79,7 @@ def delete_stack(aws: Any, name: str, *buckets: str) -> None:
         time.sleep(0.5)
     for bucket in buckets:
         try:
-            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
-                for obj in page.get("Contents", []):
-                    s3.delete_object(Bucket=bucket, Key=obj["Key"])
-            s3.delete_bucket(Bucket=bucket)
+            empty_and_delete_bucket(s3, bucket)  # the data bucket keeps versions
         except s3.exceptions.NoSuchBucket:
             continue  # the stack under test never created it (a failed-create test): nothing to clean
 

@@ -218,6 +218,43 @@ def ledger_script(side: LedgerSide, run: str) -> Transcript:
     call("record a reopened file", ledger.record, b1, 1, FileResult("failed", "timeout"))
     call("finish a reopened batch", ledger.finish_batch, b1, "COMPLETED", {"linked": 1}, None)
     call("finished again", ledger.get_batch, b1)
+
+    # uploads claiming batches (issue 11): each batch is claimed by one upload at most
+    p1, p2, p3, p4 = (f"{i}{run}"[:32] for i in range(4, 8))
+    call("claim the named batch", ledger.batch_for_upload, f"u1{run}", p2, p1)
+    call("a duplicate finds it", ledger.batch_for_upload, f"u1{run}", p3, p1)
+    call("another upload gets its candidate", ledger.batch_for_upload, f"u2{run}", p3, p1)
+    call("its duplicate finds that", ledger.batch_for_upload, f"u2{run}", p4, p1)
+    call("no preference", ledger.batch_for_upload, f"u3{run}", p4)
+    for batch_id in (p1, p4, p2):
+        call(
+            "create pending",
+            ledger.create_batch,
+            batch_id,
+            "bkt",
+            f"uploads/{batch_id}.zip",
+            "api",
+            "PENDING",
+        )
+    tick(0.1)
+    counts = {"processed": 0, "linked": 0}
+    call("expire a claimed batch", ledger.expire_unclaimed, p1, "upload_expired", counts)
+    call("expire an unclaimed one", ledger.expire_unclaimed, p2, "upload_expired", counts)
+    call("expire it again", ledger.expire_unclaimed, p2, "upload_expired", counts)
+    call("expire a processing batch", ledger.expire_unclaimed, b3, "upload_expired", counts)
+    call("expire an unknown batch", ledger.expire_unclaimed, nope, "upload_expired", counts)
+    call("expired", ledger.get_batch, p2)
+    tick(0.1)
+    call("revive another reason", ledger.revive_expired, p2, "corrupt_zip")
+    call("revive", ledger.revive_expired, p2, "upload_expired")
+    call("revive again", ledger.revive_expired, p2, "upload_expired")
+    call("revived", ledger.get_batch, p2)
+    call("revive a failed batch with files", ledger.revive_expired, b2, "corrupt_zip")
+    call("revive a pending batch", ledger.revive_expired, p1, "upload_expired")
+
+    # what gc keeps: final keys of linked entries, by content
+    call("linked keys", lambda: sorted(ledger.linked_keys(["ab" * 32, "cd" * 32, "ef" * 32])))
+    call("linked keys of nothing", ledger.linked_keys, [])
     return call.out
 
 
@@ -510,6 +547,15 @@ def progress_script(side: ProgressSide, run: str) -> Transcript:
     get("still failed", failed)
     side.expire(b)
     call("uncount expired", p.uncount, b, 0, "linked", "matched", 29.0)
+
+    # later uploads through a batch's link (issue 11)
+    call("note on a missing hash", p.note_later_upload, b, "f" * 32)
+    call("note", p.note_later_upload, failed, "e" * 32)
+    call("note the same again", p.note_later_upload, failed, "e" * 32)
+    call("note another", p.note_later_upload, failed, "d" * 32)
+    get("noted", failed)
+    call("rebuild keeps them", p.rebuild, b, replace(snapshot, later_uploads=("c" * 32, "e" * 32)), [])
+    get("rebuilt with later uploads", b)
     return call.out
 
 

@@ -7,6 +7,7 @@ outages are the same adapters pointed at closed ports; expiry is a real short Re
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -24,10 +25,12 @@ from fixtures.events import s3_event, sqs_event_of
 from fixtures.faults import KILLED, Outage, run_killed_worker
 from fixtures.pipeline import (
     assert_counters_match_ledger,
+    empty_and_delete_bucket,
     ledger_rows,
     pdf_urls,
     process_all,
     receive_all,
+    sweep_orphans,
     upload,
 )
 from fixtures.zips import zipfile_zip as make_zip
@@ -57,13 +60,11 @@ def ls_deps(localstack: str, db: Any, settings: Any, monkeypatch: pytest.MonkeyP
     s = replace(settings, endpoint_url=localstack)
     s3, sqs = bootstrap.boto3_client("s3", s), bootstrap.boto3_client("sqs", s)
     s3.create_bucket(Bucket=s.bucket)
+    s3.put_bucket_versioning(Bucket=s.bucket, VersioningConfiguration={"Status": "Enabled"})  # as deployed
     queue_url = sqs.create_queue(QueueName=f"work-{s.bucket}")["QueueUrl"]
     deps = bootstrap.build_deps(replace(s, queue_url=queue_url), need_queue=True)
     yield deps
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=s.bucket):
-        for obj in page.get("Contents", []):
-            s3.delete_object(Bucket=s.bucket, Key=obj["Key"])
-    s3.delete_bucket(Bucket=s.bucket)
+    empty_and_delete_bucket(s3, s.bucket)
     sqs.delete_queue(QueueUrl=queue_url)
     deps.ledger.client.close()  # type: ignore[attr-defined]
 
@@ -204,7 +205,7 @@ def test_same_sqs_message_to_two_workers_at_once_has_the_effect_of_one(
 
 
 @pytest.mark.parametrize("another_file_links_first", [False, True], ids=["alone", "another-links-first"])
-def test_worker_killed_between_copy_and_link_ends_with_one_outcome_and_no_orphan(
+def test_worker_killed_between_copy_and_link_ends_with_one_outcome_and_no_orphan_after_gc(
     ls_deps: Deps, db: Any, another_file_links_first: bool
 ) -> None:
     # GIVEN two different résumés of one user, staged
@@ -230,11 +231,13 @@ def test_worker_killed_between_copy_and_link_ends_with_one_outcome_and_no_orphan
         process_all(deps, [v2])
     # and v1 is redelivered (twice), then v2 arrives
     process_all(deps, [v1, v1, v2])
-    # THEN each file has one outcome, the only object under pdfs/ is the one the user points at
+    # THEN each file has one outcome, and once gc swept what nothing points at (the dead worker's copy,
+    # when the other file won), the only object under pdfs/ is the one the user points at
     rows = {r["entry_name"]: r for r in ledger_rows(db, report.batch_id)}
     winner = "v2.pdf" if another_file_links_first else "v1.pdf"
     loser = "v1.pdf" if another_file_links_first else "v2.pdf"
     assert (rows[winner]["outcome"], rows[loser]["outcome"]) == ("linked", "skipped_already_exists")
+    assert len(sweep_orphans(deps).orphans) == (1 if another_file_links_first else 0)
     assert keys(deps, "pdfs/") == [rows[winner]["final_key"]]
     assert_linked_means_linked(deps, db, report.batch_id)
     status = assert_counters_match_ledger(deps, report.batch_id)
@@ -273,7 +276,7 @@ def test_unzip_killed_half_way_through_a_large_zip_is_finished_by_the_retry(ls_d
     up = upload(deps, resume_zip(n, users))
     # WHEN unzip is killed after staging 40 entries (uploads in flight and unsent messages die with it)
     hook = {"port": "store", "method": "put_bytes", "calls": 40}
-    upload_args = {"bucket": up.bucket, "key": up.key, "size": up.size, "sequencer": up.sequencer}
+    upload_args = dataclasses.asdict(up)  # the whole S3 record: sequencer, version and ETag too
     assert (
         run_killed_worker(deps.settings, {"run": "stage_zip", "upload": upload_args, "die_after": hook})
         == KILLED
@@ -413,7 +416,7 @@ def test_progress_with_a_short_ttl_expiring_mid_batch_never_goes_backwards(deps:
 # --- the unzip DLQ --------------------------------------------------------------------------------
 
 
-def destination_record(bucket: str, key: str, sequencer: str) -> dict[str, Any]:
+def destination_record(up: batches.Upload) -> dict[str, Any]:
     """What Lambda sends to an OnFailure SQS destination after the async retries of an S3 event."""
     return {
         "version": "1.0",
@@ -424,7 +427,7 @@ def destination_record(bucket: str, key: str, sequencer: str) -> dict[str, Any]:
             "condition": "RetriesExhausted",
             "approximateInvokeCount": 3,
         },
-        "requestPayload": s3_event(bucket, key, 1234, sequencer),
+        "requestPayload": s3_event(up.bucket, up.key, 1234, up.sequencer or "", up.version_id, up.etag),
         "responseContext": {"statusCode": 200, "executedVersion": "$LATEST", "functionError": "Unhandled"},
         "responsePayload": {"errorType": "Sandbox.Timedout", "errorMessage": "Task timed out"},
     }
@@ -440,7 +443,7 @@ def test_unzip_dlq_message_fails_the_batch_unzip_never_finished(deps: Deps, db: 
             {
                 "MessageId": "m1",
                 "ReceiptHandle": "r1",
-                "Body": json.dumps(destination_record(up.bucket, up.key, "00AA")),
+                "Body": json.dumps(destination_record(up)),
             },
             {"MessageId": "m2", "ReceiptHandle": "r2", "Body": "not json"},
         ]

@@ -10,7 +10,15 @@ from typing import Any
 import pytest
 
 from fixtures import pdfs
-from fixtures.pipeline import assert_counters_match_ledger, drain, ledger_rows, pdf_urls, receive_all, upload
+from fixtures.pipeline import (
+    assert_counters_match_ledger,
+    drain,
+    ledger_rows,
+    pdf_urls,
+    receive_all,
+    sweep_orphans,
+    upload,
+)
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
 from pdfbatch.adapters.redis import done_key, progress_key
@@ -183,7 +191,7 @@ def test_identical_pdfs_in_one_zip_link_exactly_one(deps: Any, db: Any) -> None:
     assert deps.store.get_bytes(deps.settings.bucket, key).startswith(b"%PDF-")
 
 
-def test_different_pdfs_for_one_user_leave_no_orphan_copy(deps: Any, db: Any) -> None:
+def test_different_pdfs_for_one_user_leave_no_orphan_copy_after_gc(deps: Any, db: Any) -> None:
     # GIVEN two different résumés of the same user
     add_users(db, "dup@example.com")
     data = make_zip(
@@ -193,8 +201,9 @@ def test_different_pdfs_for_one_user_leave_no_orphan_copy(deps: Any, db: Any) ->
         ]
     )
     staging.stage_zip(deps, upload(deps, data))
-    # WHEN both are processed
+    # WHEN both are processed (and `pdfbatch gc --delete` runs after its grace)
     drain(deps)
+    sweep_orphans(deps)
     # THEN exactly one object exists under pdfs/ and it is the linked one
     listed = deps.store.client.list_objects_v2(Bucket=deps.settings.bucket, Prefix="pdfs/")
     keys = [o["Key"] for o in listed.get("Contents", [])]
@@ -233,10 +242,13 @@ def test_two_workers_racing_for_one_user_link_exactly_one_pdf(deps: Any, db: Any
         t.start()
     for t in threads:
         t.join()
-    # THEN exactly one PDF is linked, every other one is already_exists, and no orphan copies remain
+    # THEN exactly one PDF is linked, every other one is already_exists, and once gc swept the copies
+    # that lost the race (left in place: another batch could be linking the same key), one object remains
     assert not errors
     rows = ledger_rows(db, report.batch_id)
     assert Counter(r["outcome"] for r in rows) == {"linked": 1, "skipped_already_exists": n - 1}
+    swept = sweep_orphans(deps)
+    assert swept.referenced == 1 and swept.deleted == len(swept.orphans)
     listed = deps.store.client.list_objects_v2(Bucket=deps.settings.bucket, Prefix="pdfs/")
     assert len(listed.get("Contents", [])) == 1
     status = assert_counters_match_ledger(deps, report.batch_id)

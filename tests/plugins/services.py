@@ -61,7 +61,7 @@ def db(mysql_url: str) -> Iterator[Any]:
     conn = _root_conn(parse_mysql_url(mysql_url).database)
     with conn.cursor() as cur:
         cur.execute(USERS_DDL)
-        for table in ("users", "pdfbatch_files", "pdfbatch_batches"):
+        for table in ("users", "pdfbatch_files", "pdfbatch_batches", "pdfbatch_uploads"):
             cur.execute(f"DELETE FROM `{table}`")
     yield conn
     conn.close()
@@ -98,6 +98,7 @@ def deps(moto_aws: None, db: Any, settings: Settings) -> Iterator[Any]:
     s3 = boto3.client("s3", region_name="us-east-1")
     sqs = boto3.client("sqs", region_name="us-east-1")
     s3.create_bucket(Bucket=settings.bucket)
+    s3.put_bucket_versioning(Bucket=settings.bucket, VersioningConfiguration={"Status": "Enabled"})
     queue_url = sqs.create_queue(QueueName=f"work-{settings.bucket}")["QueueUrl"]
     settings = replace(settings, queue_url=queue_url)
     ledger = MysqlLedger(MysqlClient.from_url(settings.mysql_url), settings.users)

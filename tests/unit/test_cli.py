@@ -34,13 +34,14 @@ DATA_COMMANDS = {
     "dlq",
     "report",
     "check",
+    "gc",
     "stack up",
     "stack status",
 }
 
 
 def test_the_operator_commands_exist() -> None:
-    assert {"retry", "dlq", "report", "upload", "status", "files"} <= set(COMMANDS)
+    assert {"retry", "dlq", "report", "gc", "upload", "status", "files"} <= set(COMMANDS)
 
 
 @pytest.mark.parametrize("words", sorted(COMMANDS))
@@ -59,7 +60,7 @@ def test_commands_that_print_data_have_json(words: str) -> None:
     assert "--json" in COMMANDS[words].format_help()
 
 
-@pytest.mark.parametrize("words", ["retry", "dlq", "report"])
+@pytest.mark.parametrize("words", ["retry", "dlq", "report", "gc"])
 def test_operator_commands_document_their_exit_codes(words: str) -> None:
     text = COMMANDS[words].format_help()
     assert "0 ok" in text and "1 the batch FAILED" in text and "2 bad usage" in text and "3 a service" in text
@@ -96,3 +97,10 @@ def test_service_errors_become_one_sentence_and_the_documented_code(error: Excep
 
 def test_exit_codes_are_the_documented_numbers() -> None:
     assert (cli.EXIT_OK, cli.EXIT_BATCH_FAILED, cli.EXIT_USAGE, cli.EXIT_UNAVAILABLE) == (0, 1, 2, 3)
+
+
+def test_gc_is_a_dry_run_unless_told_to_delete_and_keeps_a_day_of_grace_by_default() -> None:
+    args = cli.build_parser().parse_args(["gc"])
+    assert (args.delete, args.older_than) == (False, "1d")
+    text = " ".join(COMMANDS["gc"].format_help().split())
+    assert "Dry run by default" in text and "--delete" in text

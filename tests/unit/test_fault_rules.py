@@ -21,12 +21,13 @@ from fixtures.pipeline import (
     files_by_name,
     process_all,
     receive_all,
+    sweep_orphans,
     upload,
 )
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch.config import Settings
 from pdfbatch.errors import DependencyUnavailable
-from pdfbatch.model import FileResult
+from pdfbatch.model import FileResult, final_key
 from pdfbatch.services import Deps, batches, processing, staging, views
 
 resume = functools.cache(pdfs.resume_pdf)
@@ -86,7 +87,7 @@ def test_backoff_that_cannot_be_applied_is_reported_not_raised(deps: Deps) -> No
 # --- the orphan copy ----------------------------------------------------------------------------
 
 
-def test_copy_of_a_worker_that_died_before_linking_is_removed_once_another_file_linked_the_user(
+def test_copy_of_a_worker_that_died_before_linking_is_left_to_gc_which_removes_it_once_unreferenced(
     deps: Deps, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # GIVEN two different résumés of one user; the worker of the first dies after its S3 copy
@@ -110,11 +111,15 @@ def test_copy_of_a_worker_that_died_before_linking_is_removed_once_another_file_
     # WHEN the second file links the user before the first message comes back (twice)
     process_all(deps, [second])
     process_all(deps, [first], times=2)
-    # THEN the first is already_exists, and the only object left is the one the user points at
+    # THEN the first is already_exists, and its copy is left where it is (never deleted on the hot path)
     rows = files_by_name(deps, report.batch_id)
     assert (rows["v1.pdf"].outcome, rows["v2.pdf"].outcome) == ("skipped_already_exists", "linked")
-    assert objects(deps, "pdfs/") == [rows["v2.pdf"].final_key]
+    orphan = final_key(user, rows["v1.pdf"].sha256 or "")
+    assert objects(deps, "pdfs/") == sorted([orphan, rows["v2.pdf"].final_key or ""])
     assert ledger.pdf_url_of(user) == f"s3://{BUCKET}/{rows['v2.pdf'].final_key}"
+    # AND the sweep finds that copy, and only it, and removes it
+    assert sweep_orphans(deps).as_dict()["keys"] == [orphan]
+    assert objects(deps, "pdfs/") == [rows["v2.pdf"].final_key]
     status = assert_counters_match_ledger(deps, report.batch_id)
     assert (status["status"], status["processed"]) == ("COMPLETED", 2)
 

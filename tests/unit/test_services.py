@@ -25,6 +25,7 @@ from fixtures.pipeline import (
     files_by_name,
     process_all,
     receive_all,
+    sweep_orphans,
     upload,
 )
 from fixtures.zips import zipfile_zip as make_zip
@@ -534,7 +535,7 @@ def test_identical_pdfs_racing_keep_the_shared_object_the_winner_points_at(
     assert ledger.pdf_url_of(twin) == f"s3://{BUCKET}/{copies[0]}"
 
 
-def test_different_pdfs_racing_for_one_user_leave_no_orphan_copy(
+def test_different_pdfs_racing_for_one_user_leave_the_losers_copy_to_gc(
     deps: Deps, ledger: FakeLedger, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # GIVEN two different résumés of one user, the second linked while the first is mid-way
@@ -555,9 +556,12 @@ def test_different_pdfs_racing_for_one_user_leave_no_orphan_copy(
     monkeypatch.setattr(deps.store, "copy", copy_then_race)
     # WHEN the first one runs
     processing.process_file(deps, FileTask.from_message(first))
-    # THEN the loser removed its copy: the only object is the one the user points at
+    # THEN the loser left its copy (another batch could be linking the same key), and the sweep removes
+    # it: then the only object is the one the user points at
     rows = files_by_name(deps, report.batch_id)
     assert (rows["v2.pdf"].outcome, rows["v1.pdf"].reason) == ("linked", "already_linked")
+    assert len(objects(deps, "pdfs/")) == 2
+    assert sweep_orphans(deps).deleted == 1
     assert objects(deps, "pdfs/") == [rows["v2.pdf"].final_key]
 
 
@@ -852,6 +856,7 @@ def test_a_batch_nobody_uploads_to_ends_failed_upload_expired_once_its_link_and_
     assert (status["status"], status["reason"]) == ("FAILED", "upload_expired")
     row = deps.ledger.get_batch(batch_id)
     assert row is not None and (row.status, row.reason) == ("FAILED", "upload_expired")
-    # and a late upload notification changes nothing
+    # and an upload arriving after all revives it: the batch the user polls is processed
+    # (tests/unit/test_uploads.py, case 7)
     late = stage(deps, [("a.pdf", text_pdf("x"))], key=f"uploads/{batch_id}.zip")
-    assert late.duplicate and late.status == "FAILED"
+    assert (late.batch_id, late.duplicate, late.status) == (batch_id, False, "PROCESSING")

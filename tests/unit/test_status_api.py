@@ -265,3 +265,23 @@ def test_no_key_sent_or_configured_ever_reaches_the_logs(
     logged = "\n".join(repr(vars(r)) for r in caplog.records)
     assert "request with a wrong API key" in logged and "request without an API key" in logged
     assert wrong not in logged and TEST_API_KEY not in logged
+
+
+def test_a_reused_upload_link_shows_in_the_status_and_the_key_lookup_as_documented(
+    deps: Deps, status: Any
+) -> None:
+    # GIVEN a batch whose presigned POST was used for a second ZIP, both processed
+    created = call(status, "POST", "/batches").body
+    first = staging.stage_zip(deps, upload(deps, make_zip([("a.pdf", text_pdf("a"))]), created["key"], "0A"))
+    second = staging.stage_zip(deps, upload(deps, make_zip([("b.pdf", text_pdf("b"))]), created["key"], "0B"))
+    drain(deps)
+    # WHEN the first batch and the key are asked for (every answer checked against the OpenAPI document)
+    body = call(status, "GET", f"/batches/{first.batch_id}").body
+    found = call(status, "GET", "/batches", {"key": created["key"]}).body
+    # THEN the first batch names the second, which the key lookup lists as an upload of its own
+    assert body["laterUploads"] == [second.batch_id]
+    assert {(b["batchId"], b["source"]) for b in found["batches"]} == {
+        (first.batch_id, "api"),
+        (second.batch_id, "s3"),
+    }
+    assert "laterUploads" not in call(status, "GET", f"/batches/{second.batch_id}").body

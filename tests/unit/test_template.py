@@ -347,11 +347,19 @@ def test_bucket_is_private_encrypted_and_expires_scratch_prefixes(template: dict
     assert all(props["PublicAccessBlockConfiguration"].values())
     assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"]
     rules = {r["Prefix"]: r for r in props["LifecycleConfiguration"]["Rules"]}
-    assert set(rules) == {"staging/", "uploads/"}  # pdfs/ never expires
+    assert set(rules) == {"staging/", "uploads/", "pdfs/"}
+    assert "ExpirationInDays" not in rules["pdfs/"]  # pdfs/ never expires, only its older versions
     assert number(template, rules["staging/"]["ExpirationInDays"]) >= 5  # outlives the 4-day queue retention
     assert number(template, rules["uploads/"]["ExpirationInDays"]) >= 1
+    # versions pile up nowhere: every prefix drops its noncurrent ones
+    assert all("NoncurrentVersionExpiration" in r for r in rules.values())
     cors = props["CorsConfiguration"]["CorsRules"]
     assert any("POST" in rule["AllowedMethods"] for rule in cors)
+
+
+def test_bucket_keeps_versions_so_each_upload_is_read_as_notified(template: dict[str, Any]) -> None:
+    props = template["Resources"]["Bucket"]["Properties"]
+    assert props["VersioningConfiguration"] == {"Status": "Enabled"}
 
 
 # ------------------------------------------------------------------------------------------ IAM
@@ -401,6 +409,7 @@ def test_each_function_gets_only_its_own_s3_and_sqs_rights(template: dict[str, A
 
     assert data_grants("UnzipFunction") == {
         ("s3:GetObject", "/uploads/*"),
+        ("s3:GetObjectVersion", "/uploads/*"),
         ("s3:PutObject", "/staging/*"),
         ("s3:ListBucket", ""),
         ("sqs:SendMessage", "GetAtt:WorkQueue.Arn"),
@@ -422,7 +431,6 @@ def test_each_function_gets_only_its_own_s3_and_sqs_rights(template: dict[str, A
         ("s3:GetObject", "/staging/*"),
         ("s3:GetObject", "/pdfs/*"),
         ("s3:PutObject", "/pdfs/*"),
-        ("s3:DeleteObject", "/pdfs/*"),
         ("s3:ListBucket", ""),
     }
     assert {r for a, r in process if a.startswith("sqs:")} == {"GetAtt:WorkQueue.Arn"}

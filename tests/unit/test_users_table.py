@@ -30,9 +30,9 @@ from pdfbatch.cli.batches import why
 from pdfbatch.config import Settings, UsersTable
 from pdfbatch.errors import ConfigError, UsersTableError
 from pdfbatch.logs import logger
-from pdfbatch.model import REASON_OUTCOME, FileResult, Reason, final_key, key_segment
+from pdfbatch.model import REASON_OUTCOME, FileResult, Reason, final_key, key_segment, user_id_of_segment
 from pdfbatch.ports import UserRow
-from pdfbatch.services import Deps, processing, staging, views
+from pdfbatch.services import Deps, gc, processing, staging, views
 
 SHA = "ab" * 32
 text_pdf = functools.cache(lambda *pages: pdfs.text_pdf(list(pages)))
@@ -88,6 +88,18 @@ def test_any_ids_become_distinct_safe_key_segments_of_bounded_length(ids: list[s
         assert set(segment) <= SAFE and segment not in (".", "..") and 1 <= len(segment) <= 200
         assert len(final_key(segment, SHA).encode()) < 1024
 
+
+
+@given(st.text(max_size=300))
+def test_gc_reads_back_the_user_of_every_segment_but_a_hashed_one(user_id: str) -> None:
+    # pdfbatch gc asks whether the user a final key names points at it: it must read the id back.
+    segment = key_segment(user_id)
+    assert user_id_of_segment(segment) == (None if segment.startswith("!!") else user_id)
+
+
+@pytest.mark.parametrize("segment", ["!_zz", "!_2", "!a_2fb/c", "a/b", "!!" + "0" * 64, "!_ff"])
+def test_segments_no_id_maps_to_name_nobody(segment: str) -> None:
+    assert user_id_of_segment(segment) is None
 
 # --- which addresses a column can hold ----------------------------------------------------------------
 
@@ -186,7 +198,7 @@ def test_a_misconfigured_users_table_fails_each_file_once_without_retries(
     assert email not in out
 
 
-def test_a_link_the_table_refuses_fails_the_file_and_removes_its_copy(
+def test_a_link_the_table_refuses_fails_the_file_and_leaves_its_copy_to_gc(
     deps: Deps, ledger: FakeLedger, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # GIVEN a user, and a pdf_url column too narrow for the URL (strict mode refuses the UPDATE)
@@ -198,11 +210,14 @@ def test_a_link_the_table_refuses_fails_the_file_and_removes_its_copy(
     monkeypatch.setattr(ledger, "link", refuse)
     # WHEN their résumé is processed
     batch = run(deps, [("cv.pdf", pdfs.resume_pdf("N", "narrow@example.com"))])
-    # THEN it is failed/users_table_error, nobody is linked and no copy is left behind
+    # THEN it is failed/users_table_error and nobody is linked; the copy is not deleted on the hot path
+    # (the same key may be what this user already points at) but is an orphan `pdfbatch gc` finds
     row = files_by_name(deps, batch)["cv.pdf"]
     assert (row.outcome, row.reason, row.user_id) == ("failed", "users_table_error", None)
     assert ledger.pdf_url_of(user) is None
-    assert objects(deps, "pdfs/") == []
+    copies = objects(deps, "pdfs/")
+    assert len(copies) == 1
+    assert gc.referenced_keys(deps, copies) == set()
 
 
 # --- ids of any kind ------------------------------------------------------------------------------------

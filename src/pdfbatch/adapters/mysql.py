@@ -71,12 +71,14 @@ SCHEMA = (
       KEY by_sha (sha256)
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
     """,
-    # S3 upload (bucket, key, sequencer) -> the random batch id its first notification claimed.
+    # S3 upload (bucket, key, sequencer or version) -> the batch its first notification claimed; a batch
+    # is claimed by one upload at most (by_batch), so a reused upload link gets a batch of its own.
     """
     CREATE TABLE IF NOT EXISTS pdfbatch_uploads (
       token CHAR(64) NOT NULL PRIMARY KEY,
       batch_id CHAR(32) NOT NULL,
-      created_at DOUBLE NOT NULL
+      created_at DOUBLE NOT NULL,
+      UNIQUE KEY by_batch (batch_id)
     ) ENGINE=InnoDB DEFAULT CHARSET=ascii COLLATE=ascii_bin
     """,
 )
@@ -90,10 +92,18 @@ ADDED_COLUMNS = (
 # user_id: BIGINT until the users table could have string and UUID ids; MODIFY keeps every stored id
 # (an integer becomes its decimal digits, the text the ledger now writes).
 CHANGED_COLUMNS = (("pdfbatch_files", "user_id", "VARCHAR(1024) NULL", ("bigint", "int")),)
+# Indexes added after the first release: (table, index, definition), added by ensure_schema when missing.
+# Earlier releases recorded only ZIPs dropped with the AWS CLI there, each with a fresh id, so by_batch holds.
+ADDED_INDEXES = (("pdfbatch_uploads", "by_batch", "UNIQUE KEY by_batch (batch_id)"),)
 _ER_DUP_FIELDNAME = 1060
+_ER_DUP_KEYNAME = 1061
 
 _SELECT_BATCH = "SELECT * FROM pdfbatch_batches WHERE batch_id = %s"
 _SELECT_FILE = "SELECT * FROM pdfbatch_files WHERE batch_id = %s AND entry_index = %s"
+_SELECT_LINKED_KEYS = (
+    "SELECT DISTINCT final_key FROM pdfbatch_files "
+    "WHERE sha256 IN ({placeholders}) AND outcome = 'linked' AND final_key IS NOT NULL"
+)
 
 # Connections unused for longer than this are pinged (and reconnected) before use.
 _STALE_AFTER_SECONDS = 10.0
@@ -205,6 +215,20 @@ class MysqlClient:
                     # Two cold starts may both convert: the second MODIFY finds the new type, a no-op.
                     logger.info("ledger column converted", extra={"table": table, "column": column})
                     cur.execute(f"ALTER TABLE `{table}` MODIFY COLUMN `{column}` {definition}")
+            for table, index, definition in ADDED_INDEXES:
+                cur.execute(
+                    "SELECT COUNT(*) AS n FROM information_schema.STATISTICS "
+                    "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s AND INDEX_NAME = %s",
+                    (table, index),
+                )
+                row = cur.fetchone()
+                if row and int(row["n"]) == 0:
+                    try:
+                        cur.execute(f"ALTER TABLE `{table}` ADD {definition}")
+                    except pymysql.err.OperationalError as exc:
+                        if exc.args[0] != _ER_DUP_KEYNAME:
+                            raise
+                        # Added by a concurrent cold start: what we wanted.
 
 
 def _key_hash(key: str) -> bytes:
@@ -379,17 +403,49 @@ class MysqlLedger:
         assert row is not None
         return _batch(row)
 
-    def batch_for_upload(self, token: str, candidate_id: str) -> str:
-        """The batch id of an upload token: ``candidate_id`` if this is its first claim, else the first's."""
+    def batch_for_upload(self, token: str, candidate_id: str, preferred_id: str | None = None) -> str:
+        """The batch a token claimed first; else ``preferred_id`` unless claimed, else ``candidate_id``.
+
+        Each INSERT IGNORE is atomic and is ignored on either key (the token claimed already, or the
+        batch claimed by another upload), so of two uploads racing for ``preferred_id`` one gets it.
+        """
+        now = self._clock()
+        sql = "INSERT IGNORE INTO pdfbatch_uploads (token, batch_id, created_at) VALUES (%s, %s, %s)"
         with self.client.cursor() as cur:
-            cur.execute(
-                "INSERT IGNORE INTO pdfbatch_uploads (token, batch_id, created_at) VALUES (%s, %s, %s)",
-                (token, candidate_id, self._clock()),
-            )
+            if preferred_id is not None:
+                cur.execute(sql, (token, preferred_id, now))
+            cur.execute(sql, (token, candidate_id, now))
             cur.execute("SELECT batch_id FROM pdfbatch_uploads WHERE token = %s", (token,))
             row = cur.fetchone()
         assert row is not None
         return str(row["batch_id"])
+
+    def expire_unclaimed(self, batch_id: str, reason: str, counts: Mapping[str, int]) -> bool:
+        """FAILED ``reason`` for a PENDING batch no upload has claimed, in one statement; True if it did.
+
+        One statement: an upload claims before it reads the batch row, so a claim committed first
+        stops the expiry, and an expiry committed first is seen (and revived) by the upload.
+        """
+        now = self._clock()
+        with self.client.cursor() as cur:
+            cur.execute(
+                "UPDATE pdfbatch_batches SET status = 'FAILED', reason = %s, counts = %s, "
+                "completed_at = %s, updated_at = %s WHERE batch_id = %s AND status = 'PENDING' "
+                "AND NOT EXISTS (SELECT 1 FROM pdfbatch_uploads AS u WHERE u.batch_id = %s)",
+                (reason, json.dumps(dict(counts), sort_keys=True), now, now, batch_id, batch_id),
+            )
+            return bool(cur.rowcount == 1)
+
+    def revive_expired(self, batch_id: str, reason: str) -> bool:
+        """FAILED ``reason`` with nothing unpacked goes back to PROCESSING, its summary cleared."""
+        with self.client.cursor() as cur:
+            cur.execute(
+                "UPDATE pdfbatch_batches SET status = 'PROCESSING', reason = NULL, counts = NULL, "
+                "completed_at = NULL, updated_at = %s "
+                "WHERE batch_id = %s AND status = 'FAILED' AND reason = %s AND total_files IS NULL",
+                (self._clock(), batch_id, reason),
+            )
+            return bool(cur.rowcount == 1)
 
     def get_batch(self, batch_id: str) -> BatchRow | None:
         """The batch row, or None."""
@@ -599,6 +655,18 @@ class MysqlLedger:
         return [
             DoneFile(int(r["entry_index"]), r["outcome"], r["reason"] or "", r["finished_at"]) for r in rows
         ]
+
+    def linked_keys(self, sha256s: Sequence[str]) -> set[str]:
+        """Final keys of linked entries with one of these contents (by_sha: no scan of the ledger)."""
+        if not sha256s:
+            return set()
+        found: set[str] = set()
+        with self.client.cursor() as cur:
+            for start in range(0, len(sha256s), 500):
+                chunk = list(sha256s[start : start + 500])
+                cur.execute(_SELECT_LINKED_KEYS.format(placeholders=", ".join(["%s"] * len(chunk))), chunk)
+                found.update(str(r["final_key"]) for r in cur.fetchall())
+        return found
 
     def set_timings(self, batch_id: str, index: int, timings: Mapping[str, float]) -> None:
         """Replace the timings of a recorded entry."""

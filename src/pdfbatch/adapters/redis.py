@@ -162,6 +162,18 @@ return {removed, redis.call('HGET', KEYS[1], 'status')}
 )
 
 
+# KEYS: hash, done set. ARGV: the later batch id. The list is comma-separated batch ids (hex, no commas).
+_NOTE_LATER = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local later = redis.call('HGET', KEYS[1], 'laterUploads')
+if not later or later == '' then
+  redis.call('HSET', KEYS[1], 'laterUploads', ARGV[1])
+elseif not string.find(',' .. later .. ',', ',' .. ARGV[1] .. ',', 1, true) then
+  redis.call('HSET', KEYS[1], 'laterUploads', later .. ',' .. ARGV[1])
+end
+return 1
+"""
+
 _REASON = "reason:"  # prefix of the per-reason counters
 _NO_TOTAL = "-1"  # totalFiles before unzip has inspected the ZIP
 
@@ -185,6 +197,7 @@ def live_progress(raw: Mapping[str, str]) -> LiveProgress:
         completed_at=_stamp(raw.get("completedAt")),
         first_done_at=_stamp(raw.get("firstDoneAt")),
         rebuilt_at=_stamp(raw.get("rebuiltAt")),
+        later_uploads=tuple(b for b in (raw.get("laterUploads") or "").split(",") if b),
     )
 
 
@@ -202,6 +215,8 @@ def hash_fields(live: LiveProgress) -> dict[str, str]:
         fields["status"] = live.status
     if live.reason:
         fields["reason"] = live.reason
+    if live.later_uploads:
+        fields["laterUploads"] = ",".join(live.later_uploads)
     stamps = {
         "createdAt": live.created_at,
         "updatedAt": live.updated_at,
@@ -237,6 +252,7 @@ class RedisProgress:
         self._fail = client.register_script(_FAIL)
         self._rebuild = client.register_script(_REBUILD)
         self._uncount = client.register_script(_UNCOUNT)
+        self._note_later = client.register_script(_NOTE_LATER)
 
     @classmethod
     def from_url(cls, url: str, ttl_seconds: int = 3600) -> RedisProgress:
@@ -300,6 +316,13 @@ class RedisProgress:
         if int(removed) == -1:
             raise ProgressMissing(batch_id)
         return int(removed) == 1, str(status)
+
+    def note_later_upload(self, batch_id: str, later_id: str) -> bool:
+        """Add a later upload's batch to the hash's list (once); False when the hash is gone.
+
+        The hash's TTL is left as it is: a batch's counters live as long as its own activity keeps them.
+        """
+        return int(self._run(self._note_later, batch_id, [later_id])) == 1
 
     def ping(self) -> None:
         """Raise DependencyUnavailable when Redis does not answer."""

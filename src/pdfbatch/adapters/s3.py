@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import errno
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from pdfbatch.errors import DependencyUnavailable, NotFound
+from pdfbatch.errors import DependencyUnavailable, NotFound, ObjectChanged
+from pdfbatch.ports import StoredVersion
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
@@ -22,7 +23,8 @@ DEFAULT_BLOCK_SIZE = 4 * 1024 * 1024
 Fetch = Callable[[int, int], bytes]
 """``fetch(start, end_inclusive) -> bytes``: exactly ``end_inclusive - start + 1`` bytes."""
 
-_MISSING = {"NoSuchKey", "404", "NotFound", "NoSuchBucket"}
+_MISSING = {"NoSuchKey", "404", "NotFound", "NoSuchBucket", "NoSuchVersion"}
+_CHANGED = {"PreconditionFailed", "412"}  # If-Match no longer holds (HEAD answers with the bare status)
 
 
 def _translate(exc: Exception) -> Exception:
@@ -30,8 +32,23 @@ def _translate(exc: Exception) -> Exception:
         code = str(exc.response.get("Error", {}).get("Code", ""))
         if code in _MISSING:
             return NotFound(f"s3 object not found ({code})")
+        if code in _CHANGED:
+            return ObjectChanged(f"s3 object changed since it was notified ({code})")
         return DependencyUnavailable("s3", code)
     return DependencyUnavailable("s3", type(exc).__name__)
+
+
+def pinned(version_id: str | None, etag: str | None) -> dict[str, str]:
+    """The arguments that pin a GET or HEAD to one object: its version, or failing that its ETag.
+
+    A version id names immutable bytes; If-Match makes S3 refuse (412) once the key holds other ones.
+    S3 events carry the ETag without quotes; If-Match wants the quoted entity tag.
+    """
+    if version_id:
+        return {"VersionId": version_id}
+    if etag:
+        return {"IfMatch": etag if etag.startswith('"') else f'"{etag}"'}
+    return {}
 
 
 class S3Store:
@@ -41,26 +58,63 @@ class S3Store:
         self.client = client
         self.presign_client = presign_client or client
 
-    def head_size(self, bucket: str, key: str) -> int:
-        """The object's size."""
+    def head_size(
+        self, bucket: str, key: str, *, version_id: str | None = None, etag: str | None = None
+    ) -> int:
+        """The object's size (of the version or ETag given, if any)."""
         try:
-            return int(self.client.head_object(Bucket=bucket, Key=key)["ContentLength"])
+            head = self.client.head_object(Bucket=bucket, Key=key, **pinned(version_id, etag))
+            return int(head["ContentLength"])
         except (ClientError, BotoCoreError) as exc:
             raise _translate(exc) from exc
 
-    def open_reader(self, bucket: str, key: str, size: int | None = None) -> IO[bytes]:
-        """A seekable, buffered reader that fetches byte ranges on demand."""
+    def open_reader(
+        self,
+        bucket: str,
+        key: str,
+        size: int | None = None,
+        *,
+        version_id: str | None = None,
+        etag: str | None = None,
+    ) -> IO[bytes]:
+        """A seekable, buffered reader that fetches byte ranges on demand, each pinned to one object."""
+        pin = pinned(version_id, etag)
         if size is None:
-            size = self.head_size(bucket, key)
+            size = self.head_size(bucket, key, version_id=version_id, etag=etag)
 
         def fetch(start: int, end_inclusive: int) -> bytes:
             try:
-                body = self.client.get_object(Bucket=bucket, Key=key, Range=f"bytes={start}-{end_inclusive}")
+                body = self.client.get_object(
+                    Bucket=bucket, Key=key, Range=f"bytes={start}-{end_inclusive}", **pin
+                )
                 return bytes(body["Body"].read())
             except (ClientError, BotoCoreError) as exc:
                 raise _translate(exc) from exc
 
         return io.BufferedReader(RangedReader(fetch, size), buffer_size=64 * 1024)
+
+    def list_versions(self, bucket: str, prefix: str) -> Iterator[StoredVersion]:
+        """Every version and delete marker under ``prefix``, by key and newest first within a key."""
+        try:
+            pages = self.client.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=prefix)
+            for page in pages:
+                # One page lists a key's versions, then its delete markers: merge them, newest first.
+                found = [
+                    StoredVersion(
+                        key=v["Key"],
+                        version_id=str(v.get("VersionId") or "null"),
+                        size=int(v.get("Size", 0)),
+                        last_modified=v["LastModified"].timestamp(),
+                        is_latest=bool(v.get("IsLatest")),
+                        is_delete_marker=marker,
+                    )
+                    for field, marker in (("Versions", False), ("DeleteMarkers", True))
+                    for v in page.get(field, [])
+                ]
+                found.sort(key=lambda v: (v.key, not v.is_latest, -v.last_modified))
+                yield from found
+        except (ClientError, BotoCoreError) as exc:
+            raise _translate(exc) from exc
 
     def get_bytes(self, bucket: str, key: str) -> bytes:
         """The whole object."""
@@ -89,10 +143,13 @@ class S3Store:
         except (ClientError, BotoCoreError) as exc:
             raise _translate(exc) from exc
 
-    def delete(self, bucket: str, key: str) -> None:
-        """Delete (absent objects are fine)."""
+    def delete(self, bucket: str, key: str, version_id: str | None = None) -> None:
+        """Delete, or with ``version_id`` remove that version for good (absent objects are fine)."""
         try:
-            self.client.delete_object(Bucket=bucket, Key=key)
+            if version_id:
+                self.client.delete_object(Bucket=bucket, Key=key, VersionId=version_id)
+            else:
+                self.client.delete_object(Bucket=bucket, Key=key)
         except (ClientError, BotoCoreError) as exc:
             raise _translate(exc) from exc
 

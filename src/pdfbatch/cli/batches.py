@@ -115,7 +115,7 @@ def print_summary(client: Any, status: dict[str, Any], console: Any) -> None:
     colour = "green" if status["status"] == "COMPLETED" else "red"
     console.print(
         f"\nbatch {status['batchId']}: [bold {colour}]{status['status']}[/bold {colour}]"
-        + (f" ({describe(status.get('reason'))})" if status.get("reason") else "")
+        + (f" ({describe(status.get('reason'), batch=True)})" if status.get("reason") else "")
     )
     table = Table(title="outcomes")
     table.add_column("outcome")
@@ -125,6 +125,7 @@ def print_summary(client: Any, status: dict[str, Any], console: Any) -> None:
     table.add_row("[dim]ignored (not PDFs)[/dim]", f"[dim]{status.get('ignored', 0)}[/dim]")
     table.add_row("[bold]total PDFs[/bold]", f"[bold]{status.get('totalFiles') or 0}[/bold]")
     console.print(table)
+    later_uploads(status, console)
     if status["status"] != "COMPLETED" or status["processed"] == status["linked"]:
         return
     rows = [f for f in client.files(status["batchId"], outcome="not_linked")]
@@ -135,6 +136,15 @@ def print_summary(client: Any, status: dict[str, Any], console: Any) -> None:
     for f in rows:
         not_linked.add_row(f["name"], f["outcome"], f"{why(f)} [dim]({f['reason']})[/dim]")
     console.print(not_linked)
+
+
+def later_uploads(status: dict[str, Any], console: Any) -> None:
+    """Say where later uploads through this batch's link went (each is a batch of its own)."""
+    for later in status.get("laterUploads") or []:
+        console.print(
+            f"[yellow]this batch's upload link was used again:[/yellow] that upload is batch [bold]{later}"
+            f"[/bold] (pdfbatch status {later})"
+        )
 
 
 def status_cmd(args: argparse.Namespace) -> int:
@@ -152,7 +162,9 @@ def status_cmd(args: argparse.Namespace) -> int:
         print_summary(client, body, stderr_console())
     else:
         total = body.get("totalFiles") or "?"
-        stderr_console().print(f"{body['status']}: {body['processed']}/{total} files ({body['percent']}%)")
+        console = stderr_console()
+        console.print(f"{body['status']}: {body['processed']}/{total} files ({body['percent']}%)")
+        later_uploads(body, console)
     return EXIT_BATCH_FAILED if body["status"] == "FAILED" else EXIT_OK
 
 
@@ -199,5 +211,5 @@ def find_cmd(args: argparse.Namespace) -> int:
         print(json.dumps(batches, indent=2))
     else:
         for b in batches:
-            print(f"{b['batchId']}  {b['status']:<10}  {b['createdAt']}")
+            print(f"{b['batchId']}  {b['status']:<10}  {b['createdAt']}  {b['source']}")
     return EXIT_OK

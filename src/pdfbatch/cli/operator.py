@@ -1,9 +1,10 @@
-"""`pdfbatch retry|dlq|report`: the operator's own tools, on MySQL, Redis and SQS directly.
+"""`pdfbatch retry|dlq|report|gc`: the operator's own tools, on MySQL, Redis, SQS and S3 directly.
 
 These talk to the stores directly rather than through the REST API: they change batches (reopen
-files, move messages), which the uploaders' API must not offer, and they need rights the status
-function does not have (SQS send and receive on both queues). The operator already holds the
-MySQL/Redis URLs that `stack up` passes to the functions; `report` needs MySQL only.
+files, move messages, delete unreferenced objects), which the uploaders' API must not offer, and they
+need rights the status function does not have (SQS send and receive on both queues). The operator
+already holds the MySQL/Redis URLs that `stack up` passes to the functions; `report` needs MySQL
+(and the stack's bucket for its orphan count, when reachable).
 """
 
 from __future__ import annotations
@@ -216,6 +217,29 @@ def print_outcomes(status: dict[str, Any], console: Any) -> None:
     )
 
 
+def _orphan_count(ledger: Any, batch_id: str) -> int | None:
+    """The batch's copies nothing points at, or None when the stack's bucket cannot be reached."""
+    from dataclasses import replace
+
+    from pdfbatch.bootstrap import build_deps
+    from pdfbatch.config import Settings
+    from pdfbatch.errors import DependencyUnavailable
+    from pdfbatch.ops.api import ApiError, stack_outputs
+    from pdfbatch.services import gc
+
+    local_credentials()
+    try:
+        outputs = stack_outputs(common.STACK_NAME, endpoint_url(), region())
+        settings = replace(
+            Settings.from_env(), bucket=outputs["BucketName"], endpoint_url=endpoint_url(), region=region()
+        )
+        deps = replace(build_deps(settings, ensure_schema=False), ledger=ledger, users=ledger)
+        return len(gc.batch_orphans(deps, batch_id))
+    except (ApiError, DependencyUnavailable) as exc:
+        stderr_console().print(f"orphans not counted: {exc}", markup=False, highlight=False, style="dim")
+        return None
+
+
 def report_cmd(args: argparse.Namespace) -> int:
     """Outcomes, reasons and per-stage latency percentiles of a batch, from the ledger."""
     from rich.table import Table
@@ -223,11 +247,14 @@ def report_cmd(args: argparse.Namespace) -> int:
     from pdfbatch import services
     from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
     from pdfbatch.config import Settings
+    from pdfbatch.model import is_batch_id
 
     check_mysql()
     with _service_errors():
         ledger = MysqlLedger(MysqlClient.from_url(mysql_url()), Settings.from_env().users)
-        report = services.batch_report(ledger, args.batch_id)
+        known = is_batch_id(args.batch_id) and ledger.get_batch(args.batch_id) is not None
+        orphans = _orphan_count(ledger, args.batch_id) if known else None
+        report = services.batch_report(ledger, args.batch_id, orphans=orphans)
     code = EXIT_BATCH_FAILED if report["status"] == "FAILED" else EXIT_OK
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=True))
@@ -237,10 +264,11 @@ def report_cmd(args: argparse.Namespace) -> int:
     console = stderr_console()
     console.print(
         f"batch {report['batchId']}: [bold]{report['status']}[/bold]"
-        + (f" ({describe(report['reason'])})" if report["reason"] else "")
+        + (f" ({describe(report['reason'], batch=True)})" if report["reason"] else "")
         + f"  {report['pdfs']} PDFs ({report['ignored']} other entries ignored), "
         f"{report['pending']} pending, {report['retriedFiles']} retried"
         + (f", {report['elapsedSeconds']:.1f} s" if report["elapsedSeconds"] is not None else "")
+        + (f", {report['orphans']} orphaned copies (`pdfbatch gc`)" if report["orphans"] else "")
     )
     outcomes = Table(title="outcomes")
     outcomes.add_column("outcome")
@@ -319,3 +347,31 @@ def check_cmd(args: argparse.Namespace) -> int:
         verdict = "every invariant held" if report.ok else f"BROKEN: {', '.join(report.broken())}"
         console.print(f"{len(report.batch_ids)} batches: {verdict}", markup=False, highlight=False)
     return EXIT_OK if report.ok else EXIT_BATCH_FAILED
+
+
+def gc_cmd(args: argparse.Namespace) -> int:
+    """List (and with --delete remove) final objects nothing points at, older than the grace."""
+    from pdfbatch.services import gc
+
+    deps, _ = ops_deps()
+    console = stderr_console()
+    with _service_errors():
+        older_than = gc.parse_duration(args.older_than)
+        report = gc.sweep(deps, older_than_seconds=older_than, delete=args.delete)
+    out = report.as_dict()
+    if args.json:
+        print(json.dumps(out, indent=2, sort_keys=True))
+        return EXIT_OK
+    verb = "deleted" if args.delete else "would delete"
+    console.print(
+        f"{out['scanned']} objects under pdfs/: {out['referenced']} referenced, {out['young']} younger than "
+        f"{args.older_than}, {out['foreign']} not pdfbatch's; {verb} {out['orphans']} orphaned copies "
+        f"({out['orphanBytes']} bytes)"
+    )
+    for key in out["keys"][:20]:
+        console.print(f"  {key}", markup=False, highlight=False)
+    if len(out["keys"]) > 20:
+        console.print(f"  ... and {len(out['keys']) - 20} more (--json lists them all)")
+    if not args.delete and out["orphans"]:
+        console.print("delete them with [bold]pdfbatch gc --delete[/bold]")
+    return EXIT_OK

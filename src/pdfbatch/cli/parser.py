@@ -7,7 +7,7 @@ import argparse
 from pdfbatch.cli.batches import files_cmd, find_cmd, status_cmd, upload
 from pdfbatch.cli.common import EXIT_CODES
 from pdfbatch.cli.demo import demo
-from pdfbatch.cli.operator import add_check, dlq_cmd, report_cmd, retry_cmd
+from pdfbatch.cli.operator import add_check, dlq_cmd, gc_cmd, report_cmd, retry_cmd
 from pdfbatch.cli.stack import stack_down, stack_key, stack_status, stack_up
 
 
@@ -138,6 +138,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="the report as JSON on stdout")
     p.set_defaults(func=report_cmd)
     add_check(sub)
+
+    p = sub.add_parser(
+        "gc",
+        help="find (and with --delete remove) final PDFs nothing points at",
+        formatter_class=fmt,
+        description=(
+            "process_pdf never deletes a final object: the same PDF of the same user has one key in every\n"
+            "batch, so a copy whose link was lost may be the one another batch is linking. This sweep lists\n"
+            "the objects under pdfs/ that no linked ledger entry names and whose user does not point at\n"
+            "them, older than --older-than (copies being linked are never that old). Dry run by default."
+        ),
+        epilog="example:\n  pdfbatch gc\n  pdfbatch gc --older-than 2d --delete --json\n\n" + EXIT_CODES,
+    )
+    p.add_argument("--delete", action="store_true", help="delete the orphans found (default: only list them)")
+    p.add_argument(
+        "--older-than",
+        default="1d",
+        help="grace: only objects older than this (seconds, or 90m, 6h, 2d; at least 15m; default 1d)",
+    )
+    p.add_argument("--json", action="store_true", help="what was found (and deleted) as JSON on stdout")
+    p.set_defaults(func=gc_cmd)
 
     p = sub.add_parser(
         "demo",

@@ -7,6 +7,7 @@
 - ``views``       the status API's reads (batch status, files, find by key)
 - ``operations``  the operator's retry, dead letters and redrive
 - ``report``      ``pdfbatch report`` and the one percentile definition
+- ``gc``          ``pdfbatch gc``: final objects nothing points at, found by checking references
 
 ``Deps`` (``deps``) is what they all run on. The names below are re-exported so callers written
 against the former single ``services`` module keep working while they move to the new homes.

@@ -1,5 +1,11 @@
 """Batch identity: unguessable ids, the upload token that makes duplicates one batch, and how batches
 begin (POST /batches, a ZIP dropped in uploads/) and end without their ZIP (unzip gave up, no upload).
+
+Every upload is its own batch. ``uploads/{id}.zip`` belongs to batch ``id`` only for the first upload
+to claim it (``pdfbatch_uploads``: one upload per batch); an upload reusing that presigned POST later
+gets a fresh batch, listed in the first batch's ``laterUploads``. A batch ended ``upload_expired`` is
+revived when its upload does arrive: the one final status that may change, because nothing was ever
+processed in it and the user is polling that id.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pdfbatch.logs import logger
-from pdfbatch.model import FINAL_STATUSES, BatchReason, BatchStatus
+from pdfbatch.model import FINAL_STATUSES, BatchReason, BatchStatus, upload_key
 from pdfbatch.ports import BatchRow
 from pdfbatch.services import tally
 from pdfbatch.services.deps import Deps, iso
@@ -23,13 +29,14 @@ UPLOAD_KEY_RE = re.compile(r"^uploads/([0-9a-f]{32})\.zip$")
 
 @dataclass(frozen=True)
 class Upload:
-    """One S3 ObjectCreated record."""
+    """One S3 ObjectCreated record: the object, and what pins reads to the version it announced."""
 
     bucket: str
     key: str
     size: int | None
     sequencer: str | None = None
-    version_id: str | None = None
+    version_id: str | None = None  # set when the bucket keeps versions: reads ask for exactly this one
+    etag: str | None = None  # otherwise reads carry If-Match on it, and a replaced object fails them
 
 
 def new_batch_id() -> str:
@@ -38,33 +45,68 @@ def new_batch_id() -> str:
 
 
 def upload_token(upload: Upload) -> str:
-    """What makes two S3 notifications the same upload: bucket, key and sequencer (or version).
+    """What makes two S3 notifications the same upload: bucket, key, sequencer and version (or ETag).
 
-    A duplicated notification carries the same sequencer, so it resolves to the same batch.
+    A duplicated notification carries the same sequencer and version, so it resolves to the same
+    batch; another upload to the same key has another version (S3 gives each upload its own sequencer
+    too, but LocalStack sends one constant sequencer for every event, and the version tells them apart).
     """
-    token = upload.sequencer or upload.version_id or ""
-    raw = f"{upload.bucket}\x00{upload.key}\x00{token}".encode("utf-8", "surrogatepass")
-    return hashlib.sha256(raw).hexdigest()
+    version = upload.version_id or upload.etag or ""
+    raw = f"{upload.bucket}\x00{upload.key}\x00{upload.sequencer or ''}\x00{version}"
+    return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def resolve_batch(deps: Deps, upload: Upload) -> tuple[str, str]:
-    """(batch id, source) of an uploaded object: the API's id, or a random one claimed for the upload.
+    """(batch id, source) of an upload: the batch its key names if this upload claimed it first, or a
+    random one claimed for the upload.
 
-    A ZIP dropped straight into uploads/ gets a fresh 128-bit id the first time its notification is
-    seen; the ledger maps the upload's token to it, so every duplicate finds the same batch, and the
-    id cannot be worked out from the bucket, key or sequencer.
+    The ledger maps the upload's token to its batch, so every duplicate notification finds the same
+    batch. ``uploads/{id}.zip`` (POST /batches) maps to ``id`` for the first upload only; any other
+    upload, like a ZIP dropped straight into uploads/, gets a fresh 128-bit id that cannot be worked
+    out from the bucket, key or sequencer.
     """
     match = UPLOAD_KEY_RE.fullmatch(upload.key)
-    if match:
-        return match.group(1), "api"
-    return deps.ledger.batch_for_upload(upload_token(upload), new_batch_id()), "s3"
+    named = match.group(1) if match else None
+    batch_id = deps.ledger.batch_for_upload(upload_token(upload), new_batch_id(), named)
+    return batch_id, "api" if batch_id == named else "s3"
+
+
+def claim_batch(deps: Deps, upload: Upload) -> BatchRow:
+    """The batch row of an upload, created if new (PROCESSING); what unzip and its failure path start from.
+
+    A batch that expired waiting for this very upload is revived; a later upload through a batch's
+    link is noted on that batch (``laterUploads``), so whoever polls it learns where the upload went.
+    """
+    batch_id, source = resolve_batch(deps, upload)
+    logger.append_keys(batch_id=batch_id)
+    batch = deps.ledger.create_batch(batch_id, upload.bucket, upload.key, source, BatchStatus.PROCESSING)
+    if (batch.status, batch.reason, batch.total_files) == (
+        BatchStatus.FAILED,
+        BatchReason.UPLOAD_EXPIRED,
+        None,
+    ):
+        batch = _revive(deps, batch)
+    match = UPLOAD_KEY_RE.fullmatch(upload.key)
+    reused = match.group(1) if match and match.group(1) != batch_id else None
+    if reused is not None:
+        deps.progress.note_later_upload(reused, batch_id)
+        logger.warning("upload link used again: this upload is a batch of its own", extra={"first": reused})
+    return batch
+
+
+def _revive(deps: Deps, batch: BatchRow) -> BatchRow:
+    """The upload of a batch ended upload_expired arrived after all: the batch runs (PROCESSING) again."""
+    if deps.ledger.revive_expired(batch.batch_id, BatchReason.UPLOAD_EXPIRED):
+        tally.rebuild_progress(deps, batch.batch_id, replace=True)  # FAILED in Redis too: the ledger wins
+        logger.warning("the upload of an expired batch arrived; batch revived")
+    return deps.ledger.get_batch(batch.batch_id) or batch
 
 
 def create_batch(deps: Deps) -> dict[str, Any]:
     """POST /batches: a new batch id and a presigned POST that uploads its ZIP."""
     s = deps.settings
     batch_id = new_batch_id()
-    key = f"uploads/{batch_id}.zip"
+    key = upload_key(batch_id)
     now = deps.clock()
     deps.ledger.create_batch(batch_id, s.bucket, key, "api", BatchStatus.PENDING)
     deps.progress.init_batch(batch_id, BatchStatus.PENDING, None, now)
@@ -85,9 +127,8 @@ def abandon_upload(deps: Deps, upload: Upload, reason: BatchReason = BatchReason
     The batch row is created if unzip died before creating it. A batch already final, or one an
     earlier run unpacked completely (its workers finish it), is left as it is. Returns the status.
     """
-    batch_id, source = resolve_batch(deps, upload)
-    logger.append_keys(batch_id=batch_id)
-    batch = deps.ledger.create_batch(batch_id, upload.bucket, upload.key, source, BatchStatus.PROCESSING)
+    batch = claim_batch(deps, upload)
+    batch_id = batch.batch_id
     if batch.status in FINAL_STATUSES:
         logger.info("failed unzip event for a finished batch ignored", extra={"status": batch.status})
         return batch.status
@@ -105,11 +146,20 @@ def expire_if_abandoned(deps: Deps, batch: BatchRow) -> bool:
     """End a POST /batches batch nobody uploaded to: FAILED upload_expired, once its link is long expired.
 
     The status read calls it (no scheduler needed: nobody waits on a batch nobody reads). True if ended.
+    An upload that has claimed the batch (its unzip may be being retried) keeps it from expiring; one
+    arriving later still revives it (``claim_batch``). MySQL first, so the ledger decides the race.
     """
     if batch.status != BatchStatus.PENDING or not _upload_expired(deps, batch.created_at):
         return False
-    # Nobody uploaded to the presigned POST: the batch ends rather than waiting forever.
-    tally.fail_batch(deps, batch.batch_id, BatchReason.UPLOAD_EXPIRED)
+    counts = deps.ledger.outcome_counts(batch.batch_id)
+    if not deps.ledger.expire_unclaimed(batch.batch_id, BatchReason.UPLOAD_EXPIRED, counts):
+        return False
+    deps.progress.fail(batch.batch_id, BatchReason.UPLOAD_EXPIRED, deps.clock())
+    now = deps.ledger.get_batch(batch.batch_id)
+    if now is not None and now.status != BatchStatus.FAILED:
+        # Its upload arrived and revived it between our two writes: Redis follows the ledger again.
+        tally.rebuild_progress(deps, batch.batch_id, replace=True)
+        return False
     logger.info("batch failed: no upload arrived", extra={"batch_id": batch.batch_id})
     return True
 

@@ -98,10 +98,7 @@ def _match_and_link(
     if user is None:
         return _finish(deps, task, unlinked_result(verdict, sha, timings), started)
     if user.pdf_url:
-        if attempt > 1:
-            # An earlier delivery may have copied and died before linking, and another file linked
-            # this user meanwhile: that copy is ours to remove (its key is derived from user and content).
-            _drop_copy_unless_linked(deps, task.bucket, final_key(user.id, sha), user.pdf_url)
+        # (An earlier delivery may have copied and died before linking: that copy stays for `pdfbatch gc`.)
         result = FileResult(
             Outcome.SKIPPED_ALREADY_EXISTS, Reason.ALREADY_LINKED, user_id=user.id, sha256=sha, detail=timings
         )
@@ -116,12 +113,9 @@ def _match_and_link(
     linked = FileResult(
         Outcome.LINKED, Reason.MATCHED, user_id=user.id, final_key=key, sha256=sha, detail=timings
     )
-    try:
-        won = deps.ledger.link(task.batch_id, task.index, user.id, url, linked)
-    except UsersTableError:
-        # Nobody can link through a table that refuses the statement: the copy is nobody's.
-        deps.store.delete(task.bucket, key)
-        raise
+    # A table that refuses the statement raises UsersTableError: the copy stays for `pdfbatch gc`
+    # (the same key may be the one this user already points at, from another batch).
+    won = deps.ledger.link(task.batch_id, task.index, user.id, url, linked)
     timings["update"] = time.monotonic() - t
     if won:
         # The row as link() wrote it, without reading it back (a linked row is never reopened);
@@ -152,9 +146,9 @@ def _match_and_link(
             },
         )
         return stored
-    # Someone else linked this user (another file, or another delivery of this one). Remove our
-    # copy unless it is the very object the user now points at (identical PDFs share a key).
-    _drop_copy_unless_linked(deps, task.bucket, key, deps.users.pdf_url_of(user.id))
+    # Someone else linked this user (another file, or another delivery of this one), or recorded this
+    # file. Our copy is left where it is: the same PDF in another batch has the same key, and that
+    # batch may be about to link it. Copies nobody points at are swept by `pdfbatch gc` (services/gc).
     result = FileResult(
         Outcome.SKIPPED_ALREADY_EXISTS, Reason.ALREADY_LINKED, user_id=user.id, sha256=sha, detail=timings
     )
@@ -245,17 +239,6 @@ def _rows_verdict(reason: str, rows: Sequence[UserRow] | None) -> Verdict:
 
 def _normalise(email: str) -> str:
     return unicodedata.normalize("NFC", email.strip()).lower()
-
-
-def _drop_copy_unless_linked(deps: Deps, bucket: str, key: str, current_url: str | None) -> None:
-    """Delete our copy at ``key`` unless the user's pdf_url points at it.
-
-    Safe against a concurrent link: only called once the user has a pdf_url, and pdfbatch only links
-    users whose pdf_url is empty, so no one can link ``key`` afterwards.
-    """
-    if current_url != deps.settings.pdf_url(key):
-        deps.store.delete(bucket, key)
-        logger.info("unlinked copy removed")
 
 
 def _finish(deps: Deps, task: FileTask, result: FileResult, started: float) -> FileRow:

@@ -26,8 +26,11 @@ def percentile(values: Sequence[float], p: float) -> float:
     return ordered[rank - 1]
 
 
-def batch_report(ledger: Ledger, batch_id: str) -> dict[str, Any]:
-    """`pdfbatch report`: outcomes, reasons and per-stage p50/p95/p99 (ms), all read from the ledger."""
+def batch_report(ledger: Ledger, batch_id: str, orphans: int | None = None) -> dict[str, Any]:
+    """`pdfbatch report`: outcomes, reasons and per-stage p50/p95/p99 (ms), all read from the ledger.
+
+    ``orphans``: the batch's copies nothing points at (``gc.batch_orphans``), when the bucket was reached.
+    """
     batch = ledger.get_batch(batch_id) if is_batch_id(batch_id) else None
     if batch is None:
         raise NotFound("no such batch")
@@ -79,6 +82,7 @@ def batch_report(ledger: Ledger, batch_id: str) -> dict[str, Any]:
             for (o, r), n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
         ],
         "stagesMs": stages,
+        "orphans": orphans,
         "createdAt": iso(batch.created_at),
         "completedAt": iso(batch.completed_at),
         "elapsedSeconds": round(batch.completed_at - batch.created_at, 3) if batch.completed_at else None,

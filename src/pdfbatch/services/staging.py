@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pdfbatch import archive, metrics
-from pdfbatch.errors import ArchiveRejected, EntryRejected, InvalidInput, NotFound
+from pdfbatch.errors import ArchiveRejected, EntryRejected, InvalidInput, NotFound, ObjectChanged
 from pdfbatch.logs import logger
 from pdfbatch.model import (
     FINAL_STATUSES,
@@ -23,6 +23,7 @@ from pdfbatch.model import (
     FileResult,
     FileTask,
     Outcome,
+    Reason,
     staging_key,
 )
 from pdfbatch.ports import NewEntry
@@ -53,10 +54,9 @@ class StageReport:
 def stage_zip(deps: Deps, upload: Upload) -> StageReport:
     """Inspect the ZIP, register every entry, stage each PDF and queue it; idempotent per batch."""
     s = deps.settings
-    batch_id, source = batches.resolve_batch(deps, upload)
-    logger.append_keys(batch_id=batch_id)
     t0 = time.monotonic()
-    batch = deps.ledger.create_batch(batch_id, upload.bucket, upload.key, source, BatchStatus.PROCESSING)
+    batch = batches.claim_batch(deps, upload)
+    batch_id = batch.batch_id
     if batch.status in FINAL_STATUSES:
         logger.info("batch already final; duplicate notification ignored", extra={"status": batch.status})
         return StageReport(batch_id, batch.status, duplicate=True)
@@ -67,10 +67,16 @@ def stage_zip(deps: Deps, upload: Upload) -> StageReport:
         logger.info("batch already unpacked; duplicate notification ignored", extra={"status": status})
         return StageReport(batch_id, status, total_files=batch.total_files, duplicate=True)
 
+    # Every read is of the object this notification announced: its version, or (no versions) its ETag.
+    pin = {"version_id": upload.version_id, "etag": upload.etag}
     try:
-        size = upload.size if upload.size is not None else deps.store.head_size(upload.bucket, upload.key)
-        reader = deps.store.open_reader(upload.bucket, upload.key, size)  # reads nothing yet
+        size = upload.size
+        if size is None:
+            size = deps.store.head_size(upload.bucket, upload.key, **pin)
+        reader = deps.store.open_reader(upload.bucket, upload.key, size, **pin)  # reads nothing yet
         opened = archive.open_archive(reader, s.limits, size=size)  # the one ZIP size check
+    except ObjectChanged:
+        return _replaced(deps, batch_id, batch.total_files)
     except ArchiveRejected as exc:
         tally.fail_batch(deps, batch_id, exc.reason)
         logger.warning("zip rejected", extra={"reason": exc.reason})
@@ -85,30 +91,7 @@ def stage_zip(deps: Deps, upload: Upload) -> StageReport:
         batch_id, BatchStatus.PROCESSING, total_files=plan.total_files, ignored=len(plan.ignored)
     )
     report.seconds["inspect"] = time.monotonic() - t0
-    now = deps.clock()
-    if batch.total_files is not None:
-        # A re-run whose hash expired: init_batch would recreate it at zero while the ledger already
-        # holds outcomes that are never re-sent (so never counted again); rebuild it from the ledger.
-        tally.restore_if_expired(deps, batch_id)
-    # totalFiles is recorded before any message is sent: no worker can finish a half-unpacked batch.
-    deps.progress.init_batch(
-        batch_id, BatchStatus.PROCESSING, plan.total_files, now, ignored=len(plan.ignored)
-    )
-    deps.ledger.start_batch(batch_id, plan.total_files, len(plan.ignored))
-    deps.ledger.add_entries(
-        batch_id,
-        (
-            NewEntry(
-                index=e.index,
-                name=e.name,
-                kind=e.kind,
-                size=e.file_size,
-                outcome=IGNORED if e.kind != "pdf" else None,
-                reason=str(e.reason) if e.kind != "pdf" and e.reason else None,
-            )
-            for e in plan.entries
-        ),
-    )
+    _register(deps, batch_id, plan, rerun=batch.total_files is not None)
     done = set(deps.ledger.done_indices(batch_id))
     report.skipped_done = len(done)
     with opened:
@@ -121,8 +104,9 @@ def stage_zip(deps: Deps, upload: Upload) -> StageReport:
                 report.rejected += 1
         todo = [e for e in plan.pdf_entries if e.reason is None and e.index not in done]
         t1 = time.monotonic()
+        unread: list[int] = []
         with _Stager(deps, batch_id, upload.bucket) as stager:
-            for entry in todo:
+            for i, entry in enumerate(todo):
                 try:
                     data = opened.read(entry)
                 except EntryRejected as exc:
@@ -131,9 +115,16 @@ def stage_zip(deps: Deps, upload: Upload) -> StageReport:
                     )
                     report.rejected += 1
                     continue
+                except ObjectChanged:
+                    # Overwritten mid-read (no versions to pin): what is staged is this ZIP's, the
+                    # rest can never be read. Those staged are still sent; the rest fail, explained.
+                    unread = [e.index for e in todo[i:]]
+                    break
                 stager.submit(entry.index, data)
                 report.staged += 1
         report.seconds["stage"] = time.monotonic() - t1
+        if unread:
+            report.rejected += _fail_unread(deps, batch_id, unread)
 
     # MySQL first: unpacked_at is what makes a later duplicate a no-op, and that no-op re-marks Redis.
     deps.ledger.mark_unpacked(batch_id)
@@ -152,6 +143,63 @@ def stage_zip(deps: Deps, upload: Upload) -> StageReport:
         },
     )
     return report
+
+
+def _register(deps: Deps, batch_id: str, plan: archive.Plan, *, rerun: bool) -> None:
+    """Record the batch's totals and every entry before any message is sent (no worker can finish a
+    half-unpacked batch); on a re-run, first re-sync the live counters with the ledger."""
+    if rerun:
+        # The run before may have recorded an entry it refused (too large, damaged, ...) and died before
+        # counting it (Redis down): nothing else would ever count it, since its message is never sent.
+        # Re-synced from one read of the ledger, which the workers write before they count.
+        tally.rebuild_progress(deps, batch_id, replace=True)
+    deps.progress.init_batch(
+        batch_id, BatchStatus.PROCESSING, plan.total_files, deps.clock(), ignored=len(plan.ignored)
+    )
+    deps.ledger.start_batch(batch_id, plan.total_files, len(plan.ignored))
+    deps.ledger.add_entries(
+        batch_id,
+        (
+            NewEntry(
+                index=e.index,
+                name=e.name,
+                kind=e.kind,
+                size=e.file_size,
+                outcome=IGNORED if e.kind != "pdf" else None,
+                reason=str(e.reason) if e.kind != "pdf" and e.reason else None,
+            )
+            for e in plan.entries
+        ),
+    )
+
+
+def _replaced(deps: Deps, batch_id: str, total_files: int | None) -> StageReport:
+    """The ZIP was overwritten before unzip could read it (a bucket without versions): never mix.
+
+    A batch with nothing registered yet ends FAILED zip_replaced; one an earlier run registered keeps
+    what it has, and its entries without an outcome end failed/zip_replaced, so it still completes.
+    The later upload is a batch of its own either way.
+    """
+    logger.warning("zip replaced by another upload before it was read", extra={"reason": "zip_replaced"})
+    if total_files is None:
+        tally.fail_batch(deps, batch_id, BatchReason.ZIP_REPLACED)
+        return StageReport(batch_id, BatchStatus.FAILED, reason=BatchReason.ZIP_REPLACED)
+    pending: list[int] = []
+    after = -1
+    while rows := deps.ledger.list_files(batch_id, after, 1000, "pending"):
+        pending += [r.index for r in rows if r.kind == "pdf"]
+        after = rows[-1].index
+    _fail_unread(deps, batch_id, pending)
+    deps.ledger.mark_unpacked(batch_id)
+    status = tally.mark_unpacked(deps, batch_id, total_files)
+    return StageReport(batch_id, status, total_files=total_files, rejected=len(pending))
+
+
+def _fail_unread(deps: Deps, batch_id: str, indices: list[int]) -> int:
+    """Record each entry failed/zip_replaced (unless it has an outcome already); return how many."""
+    for index in indices:
+        tally.record_and_count(deps, batch_id, index, FileResult(Outcome.FAILED, Reason.ZIP_REPLACED))
+    return len(indices)
 
 
 class _Stager:

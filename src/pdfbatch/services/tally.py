@@ -18,7 +18,7 @@ from collections.abc import Mapping
 
 from pdfbatch.errors import NotFound, ProgressMissing
 from pdfbatch.logs import logger
-from pdfbatch.model import COUNTED_OUTCOMES, FINAL_STATUSES, BatchReason, BatchStatus, FileResult
+from pdfbatch.model import COUNTED_OUTCOMES, FINAL_STATUSES, BatchReason, BatchStatus, FileResult, upload_key
 from pdfbatch.ports import BatchRow, FileRow, LiveProgress
 from pdfbatch.services.deps import Deps
 
@@ -103,9 +103,20 @@ def rebuild_progress(deps: Deps, batch_id: str, replace: bool = False) -> None:
         # The rate (and ETA) stays an average over the whole batch, not over the files since the rebuild.
         first_done_at=min(finished) if finished else None,
         rebuilt_at=now,
+        later_uploads=later_uploads(deps, batch_id),
     )
     rebuilt = deps.progress.rebuild(batch_id, live, [f.index for f in done], replace=replace)
     logger.warning("progress rebuilt from the ledger", extra={"rebuilt": rebuilt})
+
+
+def later_uploads(deps: Deps, batch_id: str) -> tuple[str, ...]:
+    """Batches of later uploads through this batch's upload link (uploads/{id}.zip), oldest first.
+
+    The ledger's answer (what the live counters' ``laterUploads`` are rebuilt from): every other
+    batch of that key was created by an upload that found the key's batch claimed already.
+    """
+    found = deps.ledger.find_batches(upload_key(batch_id))
+    return tuple(b.batch_id for b in reversed(found) if b.batch_id != batch_id)
 
 
 def restore_if_expired(deps: Deps, batch_id: str) -> None:

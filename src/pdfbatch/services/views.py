@@ -34,18 +34,19 @@ def batch_status(deps: Deps, batch_id: str) -> dict[str, Any]:
     if batches.expire_if_abandoned(deps, batch):
         live = deps.progress.get(batch_id)
         batch = deps.ledger.get_batch(batch_id) or batch
-    if live is not None:
+    if live is not None and not (live.status == BatchStatus.PENDING and batch.status in FINAL_STATUSES):
         return _shape(batch_id, live, "live")
+    # (A PENDING hash of a batch the ledger has ended is stale: the expiry died between its two writes.)
     counts = dict(batch.counts) if batch.status in FINAL_STATUSES and batch.counts else None
     if counts is None:
         counts = deps.ledger.outcome_counts(batch_id)
         if tally.complete_from_ledger(deps, batch, counts):
             batch = deps.ledger.get_batch(batch_id) or batch
-    return _shape(batch_id, _from_ledger(batch, counts), "ledger")
+    return _shape(batch_id, _from_ledger(batch, counts, tally.later_uploads(deps, batch_id)), "ledger")
 
 
-def _from_ledger(batch: BatchRow, counts: Mapping[str, int]) -> LiveProgress:
-    """The batch's progress as the ledger tells it: its row, and its summary or outcome counts."""
+def _from_ledger(batch: BatchRow, counts: Mapping[str, int], later: tuple[str, ...]) -> LiveProgress:
+    """The batch's progress as the ledger tells it: its row, its summary or outcome counts, later uploads."""
     return LiveProgress(
         status=batch.status,
         total_files=batch.total_files,
@@ -59,6 +60,7 @@ def _from_ledger(batch: BatchRow, counts: Mapping[str, int]) -> LiveProgress:
         started_at=batch.started_at,
         unpacked_at=batch.unpacked_at,
         completed_at=batch.completed_at,
+        later_uploads=later,
     )
 
 
@@ -98,7 +100,10 @@ def _shape(batch_id: str, progress: LiveProgress, source: str) -> dict[str, Any]
     }
     if status == BatchStatus.FAILED:
         body["reason"] = progress.reason or "unknown"
-        body["reasonText"] = describe(body["reason"])
+        body["reasonText"] = describe(body["reason"], batch=True)
+    if progress.later_uploads:
+        # The upload link was used again: each later upload is a batch of its own, this one is unchanged.
+        body["laterUploads"] = list(progress.later_uploads)
     body["source"] = source
     first, updated = progress.first_done_at, progress.updated_at  # the ledger keeps no first_done_at
     if status == BatchStatus.PROCESSING and total and first and updated and processed > 1:
