@@ -44,6 +44,7 @@ SCHEMA = (
       batch_id CHAR(32) NOT NULL,
       entry_index INT NOT NULL,
       entry_name TEXT NOT NULL,
+      name_hex MEDIUMTEXT CHARACTER SET ascii NULL,
       kind VARCHAR(8) NOT NULL,
       size BIGINT NOT NULL DEFAULT 0,
       sha256 CHAR(64) NULL,
@@ -71,7 +72,15 @@ SCHEMA = (
 )
 
 # Columns added after the first release: (table, column, definition), added by ensure_schema when missing.
-ADDED_COLUMNS = (("pdfbatch_batches", "started_at", "DOUBLE NULL"),)
+ADDED_COLUMNS = (
+    ("pdfbatch_batches", "started_at", "DOUBLE NULL"),
+    # An entry name's raw bytes (hex): names are shown decoded, and a decoding can be a guess.
+    ("pdfbatch_files", "name_hex", "MEDIUMTEXT CHARACTER SET ascii NULL"),
+)
+# entry_name is TEXT: 65,535 bytes. A 65,535-byte name decoded as cp437 can take three times that in
+# UTF-8 (INSERT IGNORE would cut it anywhere, silently), so the shown name is cut to fit with an
+# ellipsis; name_hex keeps every byte.
+_NAME_BYTES = 65_535
 _ER_DUP_FIELDNAME = 1060
 
 _SELECT_BATCH = "SELECT * FROM pdfbatch_batches WHERE batch_id = %s"
@@ -219,7 +228,16 @@ def _file(row: Mapping[str, Any]) -> FileRow:
         created_at=row["created_at"],
         finished_at=row["finished_at"],
         timings=json.loads(row["timings"]) if row["timings"] else {},
+        name_hex=row.get("name_hex"),
     )
+
+
+def _fit_name(name: str) -> str:
+    """``name``, cut (with an ellipsis) to what entry_name holds; almost every name is returned as is."""
+    raw = name.encode("utf-8")
+    if len(raw) <= _NAME_BYTES:
+        return name
+    return raw[: _NAME_BYTES - 3].decode("utf-8", "ignore") + "\u2026"
 
 
 class MysqlLedger:
@@ -363,7 +381,8 @@ class MysqlLedger:
             (
                 batch_id,
                 e.index,
-                e.name,
+                _fit_name(e.name),
+                e.name_hex,
                 e.kind,
                 e.size,
                 e.outcome,
@@ -376,9 +395,9 @@ class MysqlLedger:
         with self.client.cursor() as cur:
             for start in range(0, len(rows), 1000):
                 cur.executemany(
-                    "INSERT IGNORE INTO pdfbatch_files (batch_id, entry_index, entry_name, kind, size, "
-                    "outcome, reason, created_at, finished_at) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    "INSERT IGNORE INTO pdfbatch_files (batch_id, entry_index, entry_name, name_hex, kind, "
+                    "size, outcome, reason, created_at, finished_at) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                     rows[start : start + 1000],
                 )
 

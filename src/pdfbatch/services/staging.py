@@ -101,6 +101,7 @@ def stage_zip(deps: Deps, upload: Upload) -> StageReport:
             NewEntry(
                 index=e.index,
                 name=e.name,
+                name_hex=e.raw_name.hex(),
                 kind=e.kind,
                 size=e.file_size,
                 outcome=IGNORED if e.kind != "pdf" else None,
