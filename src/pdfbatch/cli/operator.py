@@ -29,6 +29,7 @@ from pdfbatch.cli.common import (
     local_credentials,
     mysql_url,
     region,
+    shown,
     stderr_console,
 )
 
@@ -159,10 +160,10 @@ def dlq_cmd(args: argparse.Namespace) -> int:
         for m in listing["messages"]:
             table.add_row(
                 *(
-                    str(m[k]) if m[k] is not None else "-"
+                    shown(m[k]) if m[k] is not None else "-"
                     for k in ("batchId", "index", "name", "outcome", "reason", "attempts", "receiveCount")
                 ),
-                m["sentAt"] or "-",
+                shown(m["sentAt"] or "-"),
             )
         console.print(table)
         if listing["messages"]:
