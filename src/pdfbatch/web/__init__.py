@@ -44,6 +44,25 @@ def openapi_document() -> str:
 
 
 @functools.cache
+def _routes() -> tuple[tuple[re.Pattern[str], frozenset[str]], ...]:
+    """Each documented path as a pattern ({param}: one path segment) and the methods it lists."""
+    methods = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
+    out = []
+    for template, item in json.loads(openapi_document())["paths"].items():
+        pattern = re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template))
+        out.append((re.compile(pattern), frozenset(m.upper() for m in item if m in methods)))
+    return tuple(out)
+
+
+def methods_of(path: str) -> frozenset[str]:
+    """The methods the OpenAPI document lists for ``path`` (empty when the path is not documented)."""
+    for pattern, methods in _routes():
+        if pattern.fullmatch(path):
+            return methods
+    return frozenset()
+
+
+@functools.cache
 def _page_parts() -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     # The reason sentences come from model.py (one source for the CLI, the API and the page); "<" is
     # escaped so no text can close the <script> element that carries them.
