@@ -93,17 +93,18 @@ _STALE_AFTER_SECONDS = 10.0
 class MysqlClient:
     """One lazily opened connection per execution environment, reused and reconnected when stale."""
 
-    def __init__(self, params: MysqlParams, connect_timeout: float = 5.0) -> None:
+    def __init__(self, params: MysqlParams, connect_timeout: float = 5.0, read_timeout: float = 30.0) -> None:
         self.params = params
         self._connect_timeout = connect_timeout
+        self._read_timeout = read_timeout
         self._conn: pymysql.connections.Connection[Any] | None = None
         self._last_used = 0.0
         self._lock = threading.RLock()  # pymysql connections are not thread-safe
 
     @classmethod
-    def from_url(cls, url: str) -> MysqlClient:
+    def from_url(cls, url: str, connect_timeout: float = 5.0, read_timeout: float = 30.0) -> MysqlClient:
         """Build from a mysql:// URL (no connection is opened yet)."""
-        return cls(parse_mysql_url(url))
+        return cls(parse_mysql_url(url), connect_timeout, read_timeout)
 
     def _connect(self) -> pymysql.connections.Connection[Any]:
         return pymysql.connect(
@@ -114,9 +115,9 @@ class MysqlClient:
             database=self.params.database,
             charset="utf8mb4",
             autocommit=True,
-            connect_timeout=int(self._connect_timeout),
-            read_timeout=30,
-            write_timeout=30,
+            connect_timeout=max(1, int(self._connect_timeout)),
+            read_timeout=max(1, int(self._read_timeout)),
+            write_timeout=max(1, int(self._read_timeout)),
             cursorclass=pymysql.cursors.DictCursor,
         )
 

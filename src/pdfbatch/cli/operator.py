@@ -76,11 +76,15 @@ def ops_deps() -> tuple[Any, dict[str, str]]:
 
 
 def dead_letters(deps: Any, outputs: dict[str, str]) -> Any:
-    """The work queue's DLQ."""
+    """The parked work dead letters (recorded failed/gave_up by the DLQ's consumer), what `dlq` works on.
+
+    A stack deployed before the parked queue existed has only its DLQ: that one, then.
+    """
     from pdfbatch.adapters.sqs import SqsDeadLetters
     from pdfbatch.bootstrap import boto3_client
 
-    return SqsDeadLetters(boto3_client("sqs", deps.settings), outputs["DeadLetterQueueUrl"])
+    url = outputs.get("ParkedQueueUrl") or outputs["DeadLetterQueueUrl"]
+    return SqsDeadLetters(boto3_client("sqs", deps.settings), url)
 
 
 class LedgerWatch:
