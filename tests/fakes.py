@@ -213,6 +213,7 @@ class FakeLedger:
                         attempts=0,
                         created_at=now,
                         finished_at=now if e.outcome else None,
+                        name_hex=e.name_hex,
                     ),
                 )
 

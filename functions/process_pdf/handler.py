@@ -23,14 +23,28 @@ from pdfbatch.services import processing
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
-def record_handler(record: SQSRecord) -> None:
-    """Process one message; a failure is backed off, or on the last delivery recorded `failed`/`gave_up`."""
-    deps = get_deps()
+class OutOfTime(Exception):
+    """Too little of the invocation is left to start a file: its message goes back untried."""
+
+
+def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = None) -> None:
+    """Process one message; a failure is backed off, or on the last delivery recorded `failed`/`gave_up`.
+
+    A message that arrives when less than one file budget (plus margin) of the invocation is left is
+    released at once, untried: no attempt counted, nothing for the timeout to kill half-way.
+    """
+    deps = get_deps(per_file=True)
     try:
         task = FileTask.from_message(json.loads(record.body))
     except (InvalidInput, ValueError):
         logger.error("malformed work message dropped", extra={"message_id": record.message_id})
         return
+    if lambda_context is not None and not processing.has_time_for_a_file(
+        deps.settings, lambda_context.get_remaining_time_in_millis()
+    ):
+        processing.release_unstarted(deps, record.receipt_handle)
+        logger.info("too little time left for a file; message released", extra={"index": task.index})
+        raise OutOfTime(record.message_id)  # reported as a failure: SQS keeps the message
     logger.append_keys(batch_id=task.batch_id, file_index=task.index)  # on every line, the handler's too
     attrs = record.attributes  # .get: a test or replayed event may lack some attributes
     queue_age(time.time(), attrs.get("SentTimestamp"), attrs.get("ApproximateFirstReceiveTimestamp"))

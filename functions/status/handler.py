@@ -2,10 +2,16 @@
 
 Every route needs the API key (x-api-key) except the upload page (GET /) and the API's own
 description (GET /openapi.json), which hold no data: the page asks for the key itself.
+
+Every malformed request is a 4xx with a JSON error, never a raise (API Gateway's 502): query values
+are read through ``_query`` (text only: a lone surrogate is 400) and numbers through ``_number``
+(ASCII digits only), and a method the document does not list for a path is 405 with ``Allow``.
+tests/unit/test_api_fuzz.py holds the handler to its /openapi.json with Schemathesis.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
@@ -27,14 +33,55 @@ from pdfbatch.services import batches, views
 
 app = APIGatewayRestResolver()
 PUBLIC_ROUTES = frozenset({("GET", "/"), ("GET", "/openapi.json")})
+_DIGITS = re.compile(r"[0-9]+")  # ASCII: str.isdigit() also says yes to "²", which int() refuses
 
 
 def require_api_key(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
-    """Every route but PUBLIC_ROUTES needs the shared API key (401 without one, 403 with a wrong one)."""
+    """Every documented route but PUBLIC_ROUTES needs the shared API key (401 without one, 403 with a
+    wrong one); a method the document does not list for a known path is 405, an unknown path 404."""
     event = app.current_event
-    if (event.http_method, event.path) not in PUBLIC_ROUTES:
+    allowed = web.methods_of(event.path)
+    if allowed and event.http_method not in allowed:
+        return _error(
+            405,
+            "method_not_allowed",
+            f"{event.http_method} is not allowed here",
+            {"Allow": ", ".join(sorted(allowed))},
+        )
+    if allowed and (event.http_method, event.path) not in PUBLIC_ROUTES:
         auth.check_api_key(get_settings().api_key, event.headers.get(auth.HEADER))
     return next_middleware(app)
+
+
+def _query(name: str) -> str | None:
+    """A query parameter as API Gateway decoded it; InvalidInput when it is not text.
+
+    Bytes that are not UTF-8 (``%ED%A0%80``) arrive as lone surrogates, which no store, hash or JSON
+    encoder accepts: refused here, once, for every parameter a route reads.
+    """
+    value = app.current_event.get_query_string_value(name=name, default_value=None)
+    if value is not None and not _is_text(value):
+        raise InvalidInput(f"query parameter {name!r} is not valid UTF-8")
+    return value
+
+
+def _is_text(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _number(name: str, default: int, most: int) -> int:
+    """A whole-number query parameter (ASCII digits), capped at ``most`` without parsing huge ones."""
+    raw = _query(name)
+    if raw is None:
+        return default
+    if not _DIGITS.fullmatch(raw):  # "" too: the parameter is there, without a number
+        raise InvalidInput(f"{name} must be a whole number")
+    digits = raw.lstrip("0")
+    return most if len(digits) > len(str(most)) else min(int(digits or "0"), most)
 
 
 app.use(middlewares=[require_api_key])
@@ -73,7 +120,7 @@ def create_batch() -> tuple[dict[str, Any], int]:
 @app.get("/batches")
 def find_batches() -> dict[str, Any]:
     """Batches of an object key dropped with the AWS CLI: GET /batches?key=uploads/x.zip."""
-    key = app.current_event.get_query_string_value(name="key", default_value="") or ""
+    key = _query("key") or ""
     if not key:
         raise InvalidInput("query parameter 'key' is required")
     return views.find_batches(get_deps(), key)
@@ -92,16 +139,12 @@ def get_batch(batch_id: str) -> Response[Any]:
 @app.get("/batches/<batch_id>/files")
 def get_files(batch_id: str) -> dict[str, Any]:
     """Per-file results, paginated: ?limit=&cursor=&outcome=."""
-    q = app.current_event.get_query_string_value
-    limit_raw = q(name="limit", default_value="100") or "100"
-    if not limit_raw.isdigit():
-        raise InvalidInput("limit must be a positive integer")
     return views.list_files(
         get_deps(),
         batch_id,
-        cursor=q(name="cursor", default_value=None),
-        limit=int(limit_raw),
-        outcome=q(name="outcome", default_value=None),
+        cursor=_query("cursor"),
+        limit=_number("limit", 100, most=1000),
+        outcome=_query("outcome"),
     )
 
 

@@ -1,7 +1,14 @@
 """unzip: S3 ObjectCreated on uploads/*.zip -> stage every PDF entry and queue one message per file.
 
-Its second trigger is the unzip DLQ (SQS): S3 events that failed every attempt arrive there as
-async-invocation records, and their batches end FAILED instead of staying PROCESSING forever.
+Its other triggers are the two dead-letter queues (SQS), so no batch stays PROCESSING forever:
+- the unzip DLQ: S3 events that failed every attempt arrive as async-invocation records, and their
+  batches end FAILED (``abandon_upload``);
+- the work DLQ: work messages whose every delivery failed, including the last one's invocation dying
+  (timeout, out of memory) before it could record anything; each file is recorded failed/gave_up if it
+  has no outcome, counted once, and parked for `pdfbatch dlq --redrive` (``settle_dead_letter``).
+unzip rather than process_pdf: process_pdf's reserved concurrency is exactly its work mapping's, and a
+second mapping there would take slots from the work queue (throttled messages burn their receives).
+The two kinds of message are told apart by their bodies (an S3 event or record, a work task).
 """
 
 from __future__ import annotations
@@ -16,12 +23,16 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from pdfbatch.bootstrap import get_deps
+from pdfbatch.errors import InvalidInput
 from pdfbatch.logs import logger
 from pdfbatch.metrics import metrics
+from pdfbatch.model import FileTask
 from pdfbatch.services.batches import Upload, abandon_upload
+from pdfbatch.services.processing import settle_dead_letter
 from pdfbatch.services.staging import stage_zip
 
-processor = BatchProcessor(event_type=EventType.SQS)
+# As in process_pdf: every record failing (MySQL down) is still a partial response, not a crash.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 def uploads(event: S3Event) -> list[Upload]:
@@ -55,6 +66,26 @@ def stage(event: S3Event) -> dict[str, Any]:
     return {"batches": batches}
 
 
+def dead_letter(record: SQSRecord) -> None:
+    """One message of either dead-letter queue (see the module's docstring)."""
+    try:
+        body = json.loads(record.body)
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and "batchId" in body:
+        try:
+            task = FileTask.from_message(body)
+        except InvalidInput:
+            logger.error("malformed work dead letter dropped", extra={"message_id": record.message_id})
+            return
+        try:
+            settle_dead_letter(get_deps(need_queue=True), task)
+        finally:
+            logger.remove_keys(["batch_id", "file_index"])
+        return
+    failed_event(record)
+
+
 def failed_event(record: SQSRecord) -> None:
     """One unzip DLQ message (its requestPayload is the S3 event): the batch ends FAILED."""
     deps = get_deps(need_queue=True)
@@ -77,12 +108,12 @@ def failed_event(record: SQSRecord) -> None:
 @metrics.log_metrics
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    """S3 events are staged; unzip DLQ messages (SQS) fail their batches, reporting partial failures."""
+    """S3 events are staged; dead letters (SQS) end their batches, reporting partial failures."""
     records = event.get("Records") or []
     if records and records[0].get("eventSource") == "aws:sqs":
         response: dict[str, Any] = dict(
             process_partial_response(
-                event=event, record_handler=failed_event, processor=processor, context=context
+                event=event, record_handler=dead_letter, processor=processor, context=context
             )
         )
         return response

@@ -5,9 +5,22 @@ The ZIP is never held in memory: it is read through any seekable file (in produc
 reads the central directory through it, and each PDF entry is inflated on its own, under a hard
 cap, when the caller asks for it.
 
-Every entry name is untrusted text: it is kept exactly as written (decoded as ``zipfile`` does:
-UTF-8 when the entry's flag says so, cp437 otherwise) for display, and nothing derives a path from
-it. Entries are addressed by ``index``, their position in the central directory.
+Every entry name is untrusted text, for display only: nothing derives a path from it, and entries are
+addressed by ``index``, their position in the central directory. Each name is decoded on its own
+(``decode_name``): UTF-8 when the entry's flag (bit 11) says so *and* the bytes are UTF-8, cp437
+otherwise, the encoding the ZIP specification (APPNOTE, appendix D) gives names without the flag.
+cp437 rather than Latin-1 for a flag that lies: it is what the specification names, it is what
+``zipfile`` shows for the same bytes unflagged, and it maps every byte >= 0x80 to a visible character,
+where Latin-1 would turn 0x80-0x9F into invisible C1 controls. The raw bytes are kept too
+(``Entry.raw_name``, the ledger's ``name_hex``), so the exact name is never lost to a guess.
+
+``zipfile`` alone would fail the whole archive on one such name (it decodes flagged names as strict
+UTF-8, in the central directory and again in each local header, and 3.12+ also decodes the Info-ZIP
+Unicode Path extra field 0x7075 strictly). So before ``zipfile`` parses anything, the central
+directory is walked once (the same walk that counts its records) and ``_NameFix`` presents ``zipfile``
+a view of the file where the UTF-8 flag of exactly those entries is cleared (central record and
+local header) and an undecodable 0x7075 field is renamed to an unknown tag: ``zipfile`` then reads
+their names as cp437, the decoding chosen above, and never sees the bad bytes as UTF-8.
 
 Limits (``pdfbatch.config.Limits``) and why each matters:
 
@@ -42,12 +55,15 @@ Other rules that keep one hostile ZIP from hurting the function:
 
 from __future__ import annotations
 
+import bisect
 import copy
 import io
 import struct
 import zipfile
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, BinaryIO, Literal, Protocol
 
@@ -65,6 +81,7 @@ __all__ = [
     "OpenedArchive",
     "Plan",
     "classify_name",
+    "decode_name",
     "inspect",
     "open_archive",
     "open_entry",
@@ -87,9 +104,14 @@ _EOCD64_LOCATOR = struct.Struct("<4sLQL")  # 20 bytes
 _EOCD64_LOCATOR_SIG = b"PK\x06\x07"
 _EOCD64 = struct.Struct("<4sQ2H2L4Q")  # 56 bytes
 _EOCD64_SIG = b"PK\x06\x06"
-_CD_HEADER = struct.Struct("<4s24xHHH12x")  # central directory record: signature and 3 lengths
+# Central directory record: signature, flags, and the lengths of name, extra field and comment.
+_CD_HEADER = struct.Struct("<4s4xH18xHHH12x")
 _CD_SIG = b"PK\x01\x02"
 _LOCAL_HEADER_SIZE = 30
+_FLAG_UTF8 = 0x800  # general purpose bit 11: name (and comment) in UTF-8
+_CD_FLAG_HIGH_BYTE = 9  # the byte of bit 11 in a central record: flags at offset 8, little-endian
+_LOCAL_FLAG_HIGH_BYTE = 7  # and in a local header: flags at offset 6
+_UNICODE_PATH = 0x7075  # Info-ZIP Unicode Path extra field: version (1), CRC-32 of the name, UTF-8 name
 _MAX_COMMENT = 0xFFFF
 
 # What zipfile and zlib raise on malformed input: UnicodeDecodeError (a ValueError) for a name
@@ -126,12 +148,13 @@ class Entry:
     """One entry of the ZIP as its central directory describes it."""
 
     index: int  # position in the central directory: the entry's identity
-    name: str  # exactly as written in the ZIP; for display only, never a path
+    name: str  # decode_name(raw_name, its flags); for display only, never a path
     kind: EntryKind
     reason: Reason | None  # None for a readable PDF; why it is ignored, or why the PDF failed
     compressed_size: int
     file_size: int
     crc: int
+    raw_name: bytes = b""  # the name's bytes exactly as written in the central directory
 
 
 @dataclass(frozen=True)
@@ -155,6 +178,21 @@ class Plan:
     def total_files(self) -> int:
         """How many entries count towards the batch."""
         return len(self.pdf_entries)
+
+
+def decode_name(raw: bytes, flags: int) -> str:
+    """How an entry name is shown: UTF-8 if flagged (bit 11) and valid, else cp437 (never fails)."""
+    if flags & _FLAG_UTF8 and _is_utf8(raw):
+        return raw.decode("utf-8")
+    return raw.decode("cp437")  # every byte has a character: this cannot fail
+
+
+def _is_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")  # strict: no surrogates, no overlong forms
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def classify_name(name: str) -> Reason | None:
@@ -188,7 +226,11 @@ def _pdf_problem(info: zipfile.ZipInfo, limits: Limits) -> Reason | None:
 
 
 def _entry(index: int, info: zipfile.ZipInfo, limits: Limits) -> Entry:
-    name = info.orig_filename  # zipfile's .filename is cut at a NUL byte; show what is really there
+    # zipfile's .filename is cut at a NUL byte (and may come from an extra field): orig_filename is what
+    # the central record holds, decoded by zipfile as decode_name would once _NameFix has cleared the
+    # flag of names that are not UTF-8 (so the two always agree, and encoding gives the bytes back).
+    name = info.orig_filename
+    raw = name.encode("utf-8" if info.flag_bits & _FLAG_UTF8 else "cp437")
     ignored = classify_name(name)
     return Entry(
         index=index,
@@ -198,6 +240,7 @@ def _entry(index: int, info: zipfile.ZipInfo, limits: Limits) -> Entry:
         compressed_size=info.compress_size,
         file_size=info.file_size,
         crc=info.CRC,
+        raw_name=raw,
     )
 
 
@@ -247,12 +290,18 @@ def open_archive(fileobj: Readable, limits: Limits, size: int | None = None) -> 
         if actual > limits.max_zip_bytes:
             raise ArchiveRejected(BatchReason.ZIP_TOO_LARGE, f"{actual} bytes > {limits.max_zip_bytes}")
         cd_start, cd_size = _find_central_directory(fileobj, actual)
-        _count_records(fileobj, cd_start, cd_size, limits.max_entries)
-        zf = zipfile.ZipFile(fileobj)
+        walk = _walk_directory(fileobj, cd_start, cd_size, limits.max_entries)
+        view: Readable = fileobj
+        if walk.fixes:
+            view = _NameFix(fileobj, walk.fixes)
+        zf = zipfile.ZipFile(view)
         infos = zf.infolist()
         if len(infos) > limits.max_entries:  # cannot happen after the walk; kept as a backstop
             raise ArchiveRejected(BatchReason.TOO_MANY_ENTRIES)
         _check_layout(infos, zf.start_dir)
+        if isinstance(view, _NameFix):
+            # Their local headers too, where zipfile decodes the name again when an entry is opened.
+            view.add(infos[i].header_offset + _LOCAL_FLAG_HIGH_BYTE for i in walk.unflag if i < len(infos))
         plan = Plan.of(tuple(_entry(i, info, limits) for i, info in enumerate(infos)))
     except PdfBatchError:
         raise
@@ -309,33 +358,116 @@ def _find_central_directory(fp: Readable, size: int) -> tuple[int, int]:
     return cd_start, cd_size
 
 
-def _count_records(fp: Readable, start: int, size: int, max_entries: int) -> int:
+@dataclass
+class _Walk:
+    """What one pass over the central directory found."""
+
+    count: int = 0
+    unflag: list[int] = dataclass_field(default_factory=list)  # indices flagged UTF-8, names not UTF-8
+    fixes: dict[int, int] = dataclass_field(default_factory=dict)  # file position -> AND mask to apply
+
+
+def _walk_directory(fp: Readable, start: int, size: int, max_entries: int) -> _Walk:
     """Walk the central directory's records without keeping them; refuse more than ``max_entries``.
 
     zipfile parses every record in the directory whatever count the end record claims, so the
-    count that matters is this one.
+    count that matters is this one. The same pass finds the names zipfile could not decode (flagged
+    UTF-8 but not UTF-8, or an undecodable Unicode Path field) and the bytes ``_NameFix`` changes.
     """
-    count = 0
+    walk = _Walk()
     offset = 0
     buf = b""
     buf_start = 0  # directory offset of buf[0]
-    while offset < size:
-        if count >= max_entries:
-            raise ArchiveRejected(BatchReason.TOO_MANY_ENTRIES, f"more than {max_entries} entries")
-        need = offset + _CD_HEADER.size - buf_start
+
+    def have(n: int) -> bytes:
+        """The directory's bytes from ``offset`` to ``offset + n`` (reading on as needed)."""
+        nonlocal buf, buf_start
+        need = offset + n - buf_start
         if need > len(buf):
             fp.seek(start + buf_start + len(buf))
             more = fp.read(min(max(need - len(buf), _CHUNK), size - buf_start - len(buf)))
             buf = buf[offset - buf_start :] + more
             buf_start = offset
-            if len(buf) < _CD_HEADER.size:
+            if len(buf) < n:
                 raise _corrupt("truncated central directory")
-        sig, n_name, n_extra, n_comment = _CD_HEADER.unpack_from(buf, offset - buf_start)
+        return buf[offset - buf_start : offset - buf_start + n]
+
+    while offset < size:
+        if walk.count >= max_entries:
+            raise ArchiveRejected(BatchReason.TOO_MANY_ENTRIES, f"more than {max_entries} entries")
+        sig, flags, n_name, n_extra, n_comment = _CD_HEADER.unpack(have(_CD_HEADER.size))
         if sig != _CD_SIG:
             raise _corrupt("bad central directory record")
+        if flags & _FLAG_UTF8 or n_extra:
+            record = have(_CD_HEADER.size + n_name + n_extra)
+            name = record[_CD_HEADER.size : _CD_HEADER.size + n_name]
+            if flags & _FLAG_UTF8 and not _is_utf8(name):
+                walk.unflag.append(walk.count)
+                walk.fixes[start + offset + _CD_FLAG_HIGH_BYTE] = ~(_FLAG_UTF8 >> 8) & 0xFF
+            extra_at = start + offset + _CD_HEADER.size + n_name
+            for pos in _bad_unicode_paths(record[_CD_HEADER.size + n_name :], name):
+                walk.fixes[extra_at + pos] = 0  # the field's tag becomes 0x0000: unknown, skipped
+                walk.fixes[extra_at + pos + 1] = 0
         offset += _CD_HEADER.size + n_name + n_extra + n_comment
-        count += 1
-    return count
+        walk.count += 1
+    return walk
+
+
+def _bad_unicode_paths(extra: bytes, name: bytes) -> list[int]:
+    """Offsets of Unicode Path fields (0x7075) that zipfile 3.12+ would fail the whole archive on."""
+    found = []
+    pos = 0
+    while pos + 4 <= len(extra):
+        tag, length = struct.unpack_from("<HH", extra, pos)
+        data = extra[pos + 4 : pos + 4 + length]
+        # zipfile reads the field when its version is 1 and its CRC is the name's, and then insists
+        # on UTF-8; a structurally broken extra field fails it anyway (corrupt_zip), so leave those.
+        if tag == _UNICODE_PATH and len(data) >= 5 and pos + 4 + length <= len(extra):
+            version, crc = struct.unpack_from("<BL", data)
+            if version == 1 and crc == zlib.crc32(name) and not _is_utf8(data[5:]):
+                found.append(pos)
+        pos += 4 + length
+    return found
+
+
+class _NameFix:
+    """A view of the ZIP where a few bytes read differently: ``fixes`` maps a position to an AND mask.
+
+    Only built for an archive with names ``zipfile`` could not decode; reads pass through otherwise
+    unchanged (seek and tell are the file's own).
+    """
+
+    def __init__(self, fp: Readable, fixes: dict[int, int]) -> None:
+        self._fp = fp
+        self._masks = dict(fixes)
+        self._positions = sorted(self._masks)
+
+    def add(self, positions: Iterable[int]) -> None:
+        """Clear the UTF-8 flag at these local header positions too."""
+        for pos in positions:
+            self._masks[pos] = ~(_FLAG_UTF8 >> 8) & 0xFF
+        self._positions = sorted(self._masks)
+
+    def read(self, n: int = -1, /) -> bytes:
+        at = self._fp.tell()
+        data = self._fp.read(n)
+        lo = bisect.bisect_left(self._positions, at)
+        hi = bisect.bisect_left(self._positions, at + len(data))
+        if lo == hi:
+            return data
+        out = bytearray(data)
+        for pos in self._positions[lo:hi]:
+            out[pos - at] &= self._masks[pos]
+        return bytes(out)
+
+    def seek(self, offset: int, whence: int = 0, /) -> int:
+        return self._fp.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._fp.tell()
+
+    def seekable(self) -> bool:
+        return True
 
 
 def _check_layout(infos: list[zipfile.ZipInfo], cd_start: int) -> None:

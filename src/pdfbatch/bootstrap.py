@@ -10,20 +10,26 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from pdfbatch.config import Settings
+from pdfbatch.config import DEFAULT_IO, PER_FILE_IO, IoTimeouts, Settings
 from pdfbatch.errors import ConfigError, DependencyUnavailable
 from pdfbatch.services.deps import Deps
 
 
-def boto3_client(service: str, settings: Settings, endpoint_url: str | None = None, **config: Any) -> Any:
+def boto3_client(
+    service: str,
+    settings: Settings,
+    endpoint_url: str | None = None,
+    io: IoTimeouts = DEFAULT_IO,
+    **config: Any,
+) -> Any:
     """A boto3 client for ``service`` pointed at AWS_ENDPOINT_URL when set (LocalStack)."""
     import boto3
     from botocore.config import Config
 
     options: dict[str, Any] = {
-        "retries": {"mode": "standard", "max_attempts": 5},
-        "connect_timeout": 5,
-        "read_timeout": 60,
+        "retries": {"mode": "standard", "max_attempts": io.attempts},
+        "connect_timeout": io.connect_seconds,
+        "read_timeout": io.read_seconds,
     }
     options.update(config)
     endpoint = endpoint_url or settings.endpoint_url
@@ -38,8 +44,13 @@ def boto3_client(service: str, settings: Settings, endpoint_url: str | None = No
     )
 
 
-def build_deps(settings: Settings, *, need_queue: bool = False, ensure_schema: bool = True) -> Deps:
-    """Build every adapter from settings; the MySQL and Redis connections open on first use."""
+def build_deps(
+    settings: Settings, *, need_queue: bool = False, ensure_schema: bool = True, io: IoTimeouts = DEFAULT_IO
+) -> Deps:
+    """Build every adapter from settings; the MySQL and Redis connections open on first use.
+
+    ``io`` bounds every S3, SQS and MySQL call (process_pdf passes PER_FILE_IO).
+    """
     from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
     from pdfbatch.adapters.redis import RedisProgress
     from pdfbatch.adapters.s3 import S3Store
@@ -49,17 +60,19 @@ def build_deps(settings: Settings, *, need_queue: bool = False, ensure_schema: b
     if need_queue:
         settings.require("queue_url")
     pool = max(10, settings.stage_workers + 2)
-    s3 = boto3_client("s3", settings, max_pool_connections=pool)
+    s3 = boto3_client("s3", settings, io=io, max_pool_connections=pool)
     presign = s3
     if settings.public_endpoint_url and settings.public_endpoint_url != settings.endpoint_url:
         presign = boto3_client("s3", settings, endpoint_url=settings.public_endpoint_url)
-    mysql = MysqlClient.from_url(settings.mysql_url)
+    mysql = MysqlClient.from_url(settings.mysql_url, io.connect_seconds, min(io.read_seconds, 30))
     ledger = MysqlLedger(mysql, settings.users)
     if ensure_schema:
         mysql.ensure_schema()
-    queue = None
-    if settings.queue_url:
-        queue = SqsQueue(boto3_client("sqs", settings, max_pool_connections=pool), settings.queue_url)
+    queue = parked = None
+    if settings.queue_url or settings.parked_queue_url:
+        sqs = boto3_client("sqs", settings, io=io, max_pool_connections=pool)
+        queue = SqsQueue(sqs, settings.queue_url) if settings.queue_url else None
+        parked = SqsQueue(sqs, settings.parked_queue_url) if settings.parked_queue_url else None
     return Deps(
         settings=settings,
         store=S3Store(s3, presign),
@@ -67,6 +80,7 @@ def build_deps(settings: Settings, *, need_queue: bool = False, ensure_schema: b
         users=ledger,
         progress=RedisProgress.from_url(settings.redis_url, settings.progress_ttl_seconds),
         queue=queue,
+        parked=parked,
     )
 
 
@@ -111,8 +125,9 @@ def read_secrets(settings: Settings) -> Settings:
 
 
 _override: Deps | None = None
-# need_queue -> (the settings they were built with, the deps): rebuilt when a secret's value changes.
-_built: dict[bool, tuple[Settings, Deps]] = {}
+# (need_queue, per_file) -> (the settings they were built with, the deps): rebuilt when a secret's
+# value changes.
+_built: dict[tuple[bool, bool], tuple[Settings, Deps]] = {}
 
 
 @functools.cache
@@ -127,19 +142,22 @@ def get_settings() -> Settings:
     return read_secrets(_settings())
 
 
-def get_deps(need_queue: bool = False) -> Deps:
+def get_deps(need_queue: bool = False, per_file: bool = False) -> Deps:
     """The execution environment's dependencies: built on first call, then reused across invocations.
 
-    When a secret read again after its max age has a new value (a rotation), new clients are built with
-    it; the old ones are dropped (their connections close when they are collected).
+    ``per_file`` (process_pdf): every S3, SQS and MySQL call bounded by config.PER_FILE_IO. When a secret
+    read again after its max age has a new value (a rotation), new clients are built with it; the old
+    ones are dropped (their connections close when they are collected).
     """
     if _override is not None:
         return _override
     settings = get_settings()
-    built = _built.get(need_queue)
+    key = (need_queue, per_file)
+    built = _built.get(key)
     if built is None or built[0] != settings:
-        _built[need_queue] = (settings, build_deps(settings, need_queue=need_queue))
-    return _built[need_queue][1]
+        io = PER_FILE_IO if per_file else DEFAULT_IO
+        _built[key] = (settings, build_deps(settings, need_queue=need_queue, io=io))
+    return _built[key][1]
 
 
 def override(deps: Deps | None) -> None:

@@ -36,6 +36,27 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class IoTimeouts:
+    """How long one call to S3, SQS or MySQL may take: connect and read timeouts, and attempts."""
+
+    connect_seconds: float
+    read_seconds: float
+    attempts: int  # botocore's standard retry mode counts the first try
+
+    def worst_call_seconds(self) -> float:
+        """The longest one call can block when its dependency hangs (every attempt timing out)."""
+        return self.attempts * (self.connect_seconds + self.read_seconds)
+
+
+# unzip, status and the CLI: patient (unzip has 15 minutes; a failed unzip fails its whole batch).
+DEFAULT_IO = IoTimeouts(connect_seconds=5, read_seconds=60, attempts=5)
+# process_pdf: every call of a file is bounded, so one file's work outside its extraction budget is too
+# (services/processing.py FILE_MARGIN_SECONDS, the template's timeout). A 100 MiB staged PDF still
+# downloads well inside it: the read timeout is per socket read, not per object.
+PER_FILE_IO = IoTimeouts(connect_seconds=3, read_seconds=10, attempts=2)
+
+
+@dataclass(frozen=True)
 class UsersTable:
     """The customer's users table: only three columns are needed, their names configurable."""
 
@@ -69,6 +90,7 @@ class Settings:
     pdf_url_prefix: str = "s3://"  # PDFBATCH_PDF_URL_PREFIX: users.pdf_url = prefix + bucket/key
     retry_base_seconds: int = 30  # PDFBATCH_RETRY_BASE_SECONDS: first backoff of a failed work message
     retry_max_seconds: int = 900  # PDFBATCH_RETRY_MAX_SECONDS: backoff cap (doubling from the base)
+    parked_queue_url: str = ""  # PDFBATCH_PARKED_QUEUE_URL: work dead letters recorded gave_up, to redrive
     api_key: str = field(default="", repr=False)  # PDFBATCH_API_KEY: the shared secret of the REST API
     match_policy: str = "unique"  # PDFBATCH_MATCH_POLICY: one of MATCH_POLICIES
     limits: Limits = field(default_factory=Limits)
@@ -113,6 +135,7 @@ class Settings:
             pdf_url_prefix=e.get("PDFBATCH_PDF_URL_PREFIX", "s3://"),
             retry_base_seconds=_int(e, "PDFBATCH_RETRY_BASE_SECONDS", 30),
             retry_max_seconds=_int(e, "PDFBATCH_RETRY_MAX_SECONDS", 900),
+            parked_queue_url=e.get("PDFBATCH_PARKED_QUEUE_URL", ""),
             api_key=e.get("PDFBATCH_API_KEY", ""),
             mysql_secret=e.get("PDFBATCH_MYSQL_SECRET", ""),
             redis_secret=e.get("PDFBATCH_REDIS_SECRET", ""),

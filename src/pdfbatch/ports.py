@@ -57,6 +57,7 @@ class FileRow:
     finished_at: float | None
     timings: Mapping[str, float] = field(default_factory=dict)
     users_named: int | None = None  # ambiguous: how many users the deciding page named (never who)
+    name_hex: str | None = None  # the name's raw bytes in the ZIP, hex (None for rows older than it)
 
 
 @dataclass(frozen=True)
@@ -99,11 +100,12 @@ class NewEntry:
     """An entry to register in the ledger when a ZIP is unpacked."""
 
     index: int
-    name: str
+    name: str  # decoded for display (archive.decode_name)
     kind: str
     size: int
     outcome: str | None = None
     reason: str | None = None
+    name_hex: str | None = None  # the raw name bytes as written in the ZIP, hex
 
 
 @dataclass(frozen=True)

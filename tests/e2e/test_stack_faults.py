@@ -67,3 +67,56 @@ def test_an_upload_unzip_failed_on_every_attempt_ends_failed_not_processing(stac
         left = set(sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"].values())
         time.sleep(0.2)
     assert left == {"0"}
+
+
+def test_a_work_message_whose_last_delivery_died_is_recorded_by_the_dlq_consumer(
+    stack: dict[str, Any],
+) -> None:
+    # GIVEN a batch of one staged PDF whose every delivery died before recording anything (written to the
+    # e2e ledger and counters directly: its invocations were killed), so its message sits in the DLQ
+    from dataclasses import replace
+
+    from fixtures.stack import MYSQL_URL, REDIS_URL
+    from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
+    from pdfbatch.adapters.redis import RedisProgress
+    from pdfbatch.config import Settings
+    from pdfbatch.model import FileTask, staging_key
+    from pdfbatch.ports import NewEntry
+    from pdfbatch.services import batches
+
+    settings = replace(Settings(), mysql_url=MYSQL_URL, redis_url=REDIS_URL)
+    ledger = MysqlLedger(MysqlClient.from_url(MYSQL_URL), settings.users)
+    progress = RedisProgress.from_url(REDIS_URL, 3600)
+    bucket = stack["outputs"]["BucketName"]
+    batch_id = batches.new_batch_id()
+    ledger.create_batch(batch_id, bucket, f"uploads/{batch_id}.zip", "api", "PROCESSING")
+    ledger.start_batch(batch_id, 1, 0)
+    ledger.add_entries(batch_id, [NewEntry(0, "died.pdf", "pdf", 10, name_hex=b"died.pdf".hex())])
+    ledger.mark_unpacked(batch_id)
+    progress.init_batch(batch_id, "PROCESSING", 1, time.time())
+    progress.mark_unpacked(batch_id, 1, time.time())
+    assert stack["api"].status(batch_id)[0]["status"] == "PROCESSING"
+    task = FileTask(batch_id, 0, staging_key(batch_id, 0), bucket)
+    # WHEN its message lands in the deployed work DLQ
+    sqs = client(stack, "sqs")
+    sqs.send_message(
+        QueueUrl=stack["outputs"]["DeadLetterQueueUrl"], MessageBody=json.dumps(task.to_message())
+    )
+    # THEN the consumer records it failed/gave_up and the batch completes, with no operator
+    deadline = time.monotonic() + 90
+    body: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        body, _ = stack["api"].status(batch_id)
+        if body["status"] == "COMPLETED":
+            break
+        time.sleep(0.5)
+    assert (body.get("status"), body.get("failed"), body.get("reasons")) == ("COMPLETED", 1, {"gave_up": 1})
+    # AND it is parked for `pdfbatch dlq --redrive`
+    parked = stack["outputs"]["ParkedQueueUrl"]
+    found: list[dict[str, Any]] = []
+    while time.monotonic() < deadline and not found:
+        got = sqs.receive_message(QueueUrl=parked, MaxNumberOfMessages=10, VisibilityTimeout=0)
+        found = [json.loads(m["Body"]) for m in got.get("Messages", [])]
+        found = [m for m in found if m["batchId"] == batch_id]
+    assert found == [task.to_message()]
+    ledger.client.close()

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from fixtures.stack import ROOT, seed
+from pdfbatch.display import printable
 from pdfbatch.model import REASON_TEXT
 from pdfbatch.ops import samples
 
@@ -29,6 +30,8 @@ OUTPUT = ROOT / "test-output"
 EVIL_NAME = 'scans/<img src=x onerror="alert(document.domain)">.pdf'
 # One a spreadsheet would run as a formula: the CSV keeps it text with a leading '.
 FORMULA_NAME = '=HYPERLINK("http://example.invalid","open").pdf'
+# One whose right-to-left override would show "report\u202egnp.pdf" as "reportfdp.png": shown with U+FFFD.
+BIDI_NAME = "report\u202egnp.pdf"
 OUTCOME_TEXT = {
     "skipped_no_match": "no matching user",
     "skipped_already_exists": "user already had a PDF",
@@ -87,7 +90,10 @@ def table(page: Any) -> list[list[str]]:
 
 
 def expected_rows(ledger: list[tuple[int, str, str, str]]) -> list[list[str]]:
-    return [[str(i), name, OUTCOME_TEXT[outcome], REASON_TEXT[reason]] for i, name, outcome, reason in ledger]
+    return [
+        [str(i), printable(name), OUTCOME_TEXT[outcome], REASON_TEXT[reason]]
+        for i, name, outcome, reason in ledger
+    ]
 
 
 def test_a_zip_uploaded_through_the_page_ends_in_the_table_of_files_not_linked(
@@ -95,7 +101,7 @@ def test_a_zip_uploaded_through_the_page_ends_in_the_table_of_files_not_linked(
 ) -> None:
     # GIVEN the demo users and a ZIP with every outcome, one file name being markup
     corpus = samples.demo_corpus()
-    for name in (EVIL_NAME, FORMULA_NAME):
+    for name in (EVIL_NAME, FORMULA_NAME, BIDI_NAME):
         notes = samples.text_pdf([["Meeting notes", "no address in here"]])
         corpus.add(name, notes, "skipped_no_match", "no_email")
     seed(stack["db"], corpus)
@@ -129,6 +135,7 @@ def test_a_zip_uploaded_through_the_page_ends_in_the_table_of_files_not_linked(
     assert table(page) == expected_rows(ledger)
     assert page.text_content("#not-linked-count") == str(len(ledger))
     assert {EVIL_NAME, FORMULA_NAME} <= {row[1] for row in table(page)}  # shown as text, as they are
+    assert "report\ufffdgnp.pdf" in {row[1] for row in table(page)}  # the override is not obeyed
     assert page.locator("#rows img").count() == 0
 
     # WHEN the CSV is downloaded THEN it holds the same files, reasons and sentences
@@ -137,7 +144,7 @@ def test_a_zip_uploaded_through_the_page_ends_in_the_table_of_files_not_linked(
     assert download.value.suggested_filename == f"pdfbatch-{batch_id}-not-linked.csv"
     text = Path(download.value.path()).read_text(encoding="utf-8-sig")
     rows = list(csv.DictReader(io.StringIO(text)))
-    as_text = [(i, "'" + name if name == FORMULA_NAME else name, o, r) for i, name, o, r in ledger]
+    as_text = [(i, "'" + name if name == FORMULA_NAME else printable(name), o, r) for i, name, o, r in ledger]
     assert [(int(r["index"]), r["file"], r["outcome"], r["reason"]) for r in rows] == as_text
     assert [r["why"] for r in rows] == [REASON_TEXT[reason] for *_, reason in ledger]
 

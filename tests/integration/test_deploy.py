@@ -93,6 +93,7 @@ def test_deploy_returns_every_output(stack: dict[str, Any]) -> None:
         "BucketName",
         "QueueUrl",
         "DeadLetterQueueUrl",
+        "ParkedQueueUrl",
         "UnzipDeadLetterQueueUrl",
         "UnzipFunctionName",
         "ProcessPdfFunctionName",

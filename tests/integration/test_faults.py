@@ -37,8 +37,9 @@ from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import bootstrap
 from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
 from pdfbatch.adapters.redis import RedisProgress, done_key, progress_key
+from pdfbatch.adapters.sqs import SqsDeadLetters, SqsQueue
 from pdfbatch.model import FileTask
-from pdfbatch.services import Deps, batches, processing, staging, views
+from pdfbatch.services import Deps, batches, operations, processing, staging, views
 from plugins.services import add_users
 
 pytestmark = pytest.mark.integration
@@ -463,3 +464,78 @@ def test_unzip_dlq_message_fails_the_batch_unzip_never_finished(deps: Deps, db: 
             "SELECT status, reason, object_key FROM pdfbatch_batches WHERE batch_id = %s", (batch_id,)
         )
         assert cur.fetchone() == ("FAILED", "unzip_failed", up.key)
+
+
+# --- death on the last delivery (issue 11, case 6) ---------------------------------------------------
+
+
+def test_worker_killed_on_the_last_receive_still_finishes_its_batch_through_the_dlq(
+    ls_deps: Deps, db: Any
+) -> None:
+    # GIVEN LocalStack queues as the stack has them: work -> DLQ after (here) 2 receives, and the parked
+    # queue; and a staged batch of two PDFs
+    sqs: Any = ls_deps.queue.client  # type: ignore[union-attr]
+    name = ls_deps.settings.bucket
+    dlq_url = sqs.create_queue(QueueName=f"dlq-{name}")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    redrive = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "2"})
+    work_url = sqs.create_queue(
+        QueueName=f"work2-{name}", Attributes={"RedrivePolicy": redrive, "VisibilityTimeout": "1"}
+    )["QueueUrl"]
+    parked_url = sqs.create_queue(QueueName=f"parked-{name}")["QueueUrl"]
+    settings = replace(ls_deps.settings, queue_url=work_url, parked_queue_url=parked_url, max_receive_count=2)
+    deps = replace(
+        ls_deps, settings=settings, queue=SqsQueue(sqs, work_url), parked=SqsQueue(sqs, parked_url)
+    )
+    report = staging.stage_zip(deps, upload(deps, resume_zip(2, [])))
+
+    def receive_work() -> list[dict[str, Any]]:
+        time.sleep(1.5)  # the visibility timeout runs out
+        got = sqs.receive_message(QueueUrl=work_url, MaxNumberOfMessages=10, AttributeNames=["All"])
+        return list(got.get("Messages", []))
+
+    # the second file is processed at once; the first one's first delivery fails (its invocation lost)
+    first = receive_work()
+    assert len(first) == 2
+    by_index = {json.loads(m["Body"])["index"]: m for m in first}
+    process_all(deps, [json.loads(by_index[1]["Body"])])
+    sqs.delete_message(QueueUrl=work_url, ReceiptHandle=by_index[1]["ReceiptHandle"])
+    # WHEN its last delivery's worker is killed mid-file (after counting the attempt, before any outcome)
+    (last,) = receive_work()
+    assert last["Attributes"]["ApproximateReceiveCount"] == "2"
+    hook = {"port": "ledger", "method": "begin_attempt"}
+    scenario = {"run": "process_file", "message": json.loads(last["Body"]), "die_after": hook}
+    assert run_killed_worker(deps.settings, scenario) == KILLED
+    row = ledger_rows(db, report.batch_id)[0]
+    assert (row["attempts"], row["outcome"]) == (1, None)
+    # THEN SQS moves the message to the DLQ (on the next receive), never to be delivered to a worker again
+    assert receive_work() == []
+    dead = sqs.receive_message(QueueUrl=dlq_url, MaxNumberOfMessages=10, AttributeNames=["All"])["Messages"]
+    assert [json.loads(m["Body"])["index"] for m in dead] == [0]
+    assert views.batch_status(deps, report.batch_id)["status"] == "PROCESSING"
+    # AND the DLQ's consumer (unzip's WorkDeadLetters event source) records it failed/gave_up, so the
+    # batch finishes without an operator
+    bootstrap.override(deps)
+    try:
+        result = load_handler("unzip").handler(sqs_event_of(dead, arn=dlq_arn), Context())
+    finally:
+        bootstrap.override(None)
+    assert result == {"batchItemFailures": []}
+    status = assert_counters_match_ledger(deps, report.batch_id)
+    assert (status["status"], status["processed"], status["reasons"].get("gave_up")) == ("COMPLETED", 2, 1)
+    # AND the operator's workflow still holds: `pdfbatch dlq` lists the parked file, `--redrive` re-runs it
+    parked = SqsDeadLetters(sqs, parked_url)
+    listing = operations.list_dead_letters(deps, parked)
+    assert [(m["index"], m["outcome"], m["reason"]) for m in listing["messages"]] == [
+        (0, "failed", "gave_up")
+    ]
+    redriven = operations.redrive_dead_letters(deps, parked)
+    assert (redriven.reopened, redriven.resent) == (1, 1)
+    (again,) = receive_work()
+    process_all(deps, [json.loads(again["Body"])])
+    status = assert_counters_match_ledger(deps, report.batch_id)
+    assert (status["status"], status["processed"], status["skipped_no_match"]) == ("COMPLETED", 2, 2)
+    for url in (dlq_url, work_url, parked_url):
+        sqs.delete_queue(QueueUrl=url)

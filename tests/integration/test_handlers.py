@@ -73,6 +73,19 @@ def test_status_errors_are_json(wired: Any) -> None:
     assert resp["statusCode"] == 404
 
 
+def test_malformed_queries_are_400_over_the_real_ledger(wired: Any) -> None:
+    # GIVEN queries a client can send that used to raise in the handler (API Gateway's 502)
+    status = load_handler("status")
+    for path, query in [
+        ("/batches", {"key": "uploads/\ud800.zip"}),  # UnicodeEncodeError from the key's hash
+        (f"/batches/{'f' * 32}/files", {"limit": "²"}),  # ValueError from int()
+    ]:
+        # WHEN they reach the handler THEN each is a 400 with a JSON error
+        resp = status.handler(api_event("GET", path, query), Context())
+        assert resp["statusCode"] == 400, (path, query)
+        assert json.loads(resp["body"])["error"] == "invalid_input"
+
+
 def test_post_batches_returns_a_presigned_post_and_pending_status(wired: Any) -> None:
     status = load_handler("status")
     resp = status.handler(api_event("POST", "/batches"), Context())

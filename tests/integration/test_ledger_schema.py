@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from pdfbatch import archive
 from pdfbatch.adapters.mysql import (
     ADDED_COLUMNS,
     ADDED_INDEXES,
@@ -157,3 +158,43 @@ def indexes(db: Any, table: str) -> set[str]:
             (table,),
         )
         return {r[0] for r in cur.fetchall()}
+
+
+def test_name_hex_is_added_to_a_files_table_without_it_and_odd_names_round_trip(
+    db: Any, settings: Settings
+) -> None:
+    # GIVEN the files table as releases before name_hex created it, holding an entry
+    with db.cursor() as cur:
+        cur.execute("DROP TABLE IF EXISTS pdfbatch_files")
+        cur.execute(SCHEMA[1].replace("      name_hex MEDIUMTEXT CHARACTER SET ascii NULL,\n", ""))
+        cur.execute(
+            "INSERT INTO pdfbatch_files (batch_id, entry_index, entry_name, kind, created_at) "
+            "VALUES (%s, 0, 'old.pdf', 'pdf', 1)",
+            ("a" * 32,),
+        )
+    assert "name_hex" not in column_types(db, "pdfbatch_files")
+    # WHEN a new release starts
+    client = MysqlClient.from_url(settings.mysql_url)
+    client.ensure_schema()
+    ledger = MysqlLedger(client, settings.users)
+    # THEN the old row reads with no raw name, and new rows keep theirs, whatever the name:
+    # Latin-1 bytes shown as cp437, control characters, and the longest name a ZIP can hold
+    # (65,535 bytes, each three in UTF-8 once decoded as cp437), whose shown name is cut to fit TEXT
+    assert "name_hex" in column_types(db, "pdfbatch_files")
+    old = ledger.get_file("a" * 32, 0)
+    assert old is not None and (old.name, old.name_hex) == ("old.pdf", None)
+    names = [b"Jos\xe9.pdf", b"\x1b[31mred\x1b[0m\x00.pdf", b"\xb0" * 65_535]
+    ledger.add_entries(
+        "b" * 32,
+        [
+            NewEntry(i, archive.decode_name(raw, 0x800), "pdf", 1, name_hex=raw.hex())
+            for i, raw in enumerate(names)
+        ],
+    )
+    rows = [ledger.get_file("b" * 32, i) for i in range(len(names))]
+    assert [r.name_hex if r else None for r in rows] == [raw.hex() for raw in names]
+    assert [r.name if r else None for r in rows[:2]] == [archive.decode_name(raw, 0) for raw in names[:2]]
+    longest = rows[2]
+    assert longest is not None and longest.name.endswith("\u2026") and set(longest.name[:-1]) == {"\u2591"}
+    assert len(longest.name.encode()) <= 65_535
+    client.close()

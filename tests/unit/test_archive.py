@@ -41,6 +41,7 @@ from fixtures.zips import (
     short_entry_zip,
     tricky_zip,
     truncated_zip,
+    unicode_path_extra,
     write_big_zip,
     zip_bomb_bytes,
     zipfile_zip,
@@ -115,6 +116,57 @@ def test_name_without_utf8_flag_is_decoded_as_cp437_like_zipfile() -> None:
 
     # WHEN inspected THEN the name is what zipfile shows
     assert plan_of(data).entries[0].name == "café.pdf" == zipfile.ZipFile(io.BytesIO(data)).namelist()[0]
+
+
+@pytest.mark.parametrize(
+    ("raw", "flags", "shown"),
+    [
+        (b"Jos\xe9.pdf", 0x800, "Jos\u0398.pdf"),  # flagged UTF-8, but Latin-1 bytes: cp437
+        (b"\xff\xfe\x80.pdf", 0x800, "\u00a0\u25a0\u00c7.pdf"),  # not UTF-8 at all: cp437
+        (b"\xed\xa0\x80.pdf", 0x800, "\u03c6\u00e1\u00c7.pdf"),  # an encoded surrogate is not UTF-8
+        ("Jos\u00e9.pdf".encode(), 0x800, "Jos\u00e9.pdf"),  # flagged and valid: UTF-8
+        ("Jos\u00e9.pdf".encode(), 0, "Jos\u251c\u2310.pdf"),  # UTF-8 bytes without the flag: cp437
+    ],
+)
+def test_each_name_is_decoded_on_its_own_and_a_bad_one_fails_nothing(
+    raw: bytes, flags: int, shown: str
+) -> None:
+    # GIVEN an entry whose name bytes may contradict its UTF-8 flag, between two ordinary entries
+    data = raw_zip(
+        [
+            RawEntry("before.pdf", pdf_bytes("before")),
+            RawEntry(raw, pdf_bytes("odd"), flags=flags),
+            RawEntry("after.pdf", pdf_bytes("after")),
+        ]
+    )
+
+    # WHEN it is inspected and every PDF read
+    with open_archive(io.BytesIO(data), LIMITS) as opened:
+        plan = opened.plan
+        contents = [opened.read(e) for e in plan.pdf_entries]
+
+    # THEN the ZIP is not corrupt: the odd name is decoded (UTF-8 if flagged and valid, else cp437),
+    # its raw bytes are kept, and its entry is a PDF read like the others
+    assert [e.name for e in plan.entries] == ["before.pdf", shown, "after.pdf"]
+    assert [e.raw_name for e in plan.entries] == [b"before.pdf", raw, b"after.pdf"]
+    assert archive.decode_name(raw, flags) == shown
+    assert contents == [pdf_bytes("before"), pdf_bytes("odd"), pdf_bytes("after")]
+
+
+def test_unicode_path_field_that_is_not_utf8_fails_nothing() -> None:
+    # GIVEN an entry with an Info-ZIP Unicode Path field (0x7075) whose "UTF-8" name is Latin-1,
+    # which zipfile 3.12+ decodes strictly (and would fail the whole archive on)
+    data = raw_zip(
+        [
+            RawEntry(b"cv.pdf", pdf_bytes("cv"), extra=unicode_path_extra(b"cv.pdf", b"Jos\xe9.pdf")),
+            RawEntry("after.pdf", pdf_bytes("after")),
+        ]
+    )
+
+    # WHEN inspected and read THEN both entries are there under their central directory names
+    with open_archive(io.BytesIO(data), LIMITS) as opened:
+        assert [e.name for e in opened.plan.entries] == ["cv.pdf", "after.pdf"]
+        assert [opened.read(e) for e in opened.plan.pdf_entries] == [pdf_bytes("cv"), pdf_bytes("after")]
 
 
 def test_duplicate_names_are_distinct_entries_read_by_index() -> None:
@@ -658,3 +710,37 @@ def test_corrupted_zip_only_raises_typed_errors(edits: list[tuple[int, int]]) ->
             # THEN what does read never exceeds its declared size
             assert len(content) == entry.file_size
             assert zlib.crc32(content) == entry.crc
+
+
+_NAME_BYTES = st.one_of(
+    st.binary(max_size=40),
+    st.binary(max_size=30).map(lambda b: b + b".pdf"),
+    st.text(max_size=20).map(lambda t: t.encode("utf-8", "surrogatepass") + b".pdf"),
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    names=st.lists(st.tuples(_NAME_BYTES, st.sampled_from([0, 0x800])), max_size=12),
+    method=st.sampled_from([STORED, DEFLATED]),
+)
+def test_arbitrary_name_bytes_with_or_without_the_utf8_flag_never_fail_the_zip(
+    names: list[tuple[bytes, int]], method: int
+) -> None:
+    # GIVEN a ZIP whose entry names are arbitrary bytes, each flagged UTF-8 or not
+    data = raw_zip(
+        RawEntry(raw, pdf_bytes(str(i)), method, flags=flags) for i, (raw, flags) in enumerate(names)
+    )
+
+    # WHEN it is inspected and every readable PDF entry read
+    with open_archive(io.BytesIO(data), LIMITS) as opened:
+        plan = opened.plan
+        contents = {e.index: opened.read(e) for e in plan.pdf_entries}
+
+    # THEN every entry is there once, in order, with its raw bytes and the name the rule decodes
+    assert [e.index for e in plan.entries] == list(range(len(names)))
+    assert [e.raw_name for e in plan.entries] == [raw for raw, _ in names]
+    assert [e.name for e in plan.entries] == [archive.decode_name(raw, f) for raw, f in names]
+    # AND classification follows the decoded name, and each PDF entry reads back its own content
+    assert [e.index for e in plan.pdf_entries] == [e.index for e in plan.entries if _counted(e.name)]
+    assert contents == {e.index: pdf_bytes(str(e.index)) for e in plan.pdf_entries}

@@ -125,7 +125,7 @@ def test_a_rotation_takes_effect_after_max_age_without_a_deploy(
 def test_new_database_credentials_give_new_clients(secrets: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     built: list[str] = []
 
-    def fake_build(settings: Settings, *, need_queue: bool = False) -> Any:
+    def fake_build(settings: Settings, *, need_queue: bool = False, io: Any = None) -> Any:
         built.append(settings.mysql_url)
         return object()
 

@@ -10,11 +10,14 @@ import functools
 import hashlib
 import json
 import re
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from fakes import FakeClock, FakeLedger, FakeProgress
 from fixtures import pdfs, zips
@@ -22,6 +25,7 @@ from fixtures.pipeline import (
     BUCKET,
     assert_counters_match_ledger,
     drain,
+    fake_deps,
     files_by_name,
     process_all,
     receive_all,
@@ -157,6 +161,65 @@ def test_ignored_entries_are_listed_but_never_counted(deps: Deps) -> None:
         ("notes.txt", "not_pdf"),
         ("docs/", "directory"),
     ]
+
+
+def test_one_name_flagged_utf8_with_latin1_bytes_is_processed_and_keeps_its_bytes(deps: Deps) -> None:
+    # GIVEN a ZIP whose second entry is flagged UTF-8 but named in Latin-1 (an exporter's bug)
+    ledger: Any = deps.ledger
+    ledger.add_user("jose@example.com")
+    data = zips.raw_zip(
+        [
+            zips.RawEntry("a.pdf", text_pdf("no address")),
+            zips.RawEntry(b"Jos\xe9.pdf", resume("Jos\u00e9", "jose@example.com"), flags=0x800),
+        ]
+    )
+    # WHEN it is staged and processed
+    report = staging.stage_zip(deps, upload(deps, data))
+    drain(deps)
+    # THEN the batch completes and the odd entry is linked like any other, shown decoded (cp437),
+    # with its raw bytes kept in the ledger
+    status = assert_counters_match_ledger(deps, report.batch_id)
+    assert (status["status"], status["processed"], status["linked"]) == ("COMPLETED", 2, 1)
+    rows = list(views.iter_all_files(deps, report.batch_id))
+    assert [(r.name, r.name_hex, r.outcome) for r in rows] == [
+        ("a.pdf", b"a.pdf".hex(), "skipped_no_match"),
+        ("Jos\u0398.pdf", b"Jos\xe9.pdf".hex(), "linked"),
+    ]
+
+
+_RAW_NAMES = st.lists(
+    st.tuples(
+        st.one_of(st.binary(max_size=24), st.binary(max_size=20).map(lambda b: b + b".pdf")),
+        st.sampled_from([0, 0x800]),
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(names=_RAW_NAMES)
+def test_arbitrary_entry_name_bytes_never_fail_the_batch_and_each_entry_gets_one_row(
+    moto_aws: None, names: list[tuple[bytes, int]]
+) -> None:
+    # GIVEN a ZIP whose entry names are arbitrary bytes, flagged UTF-8 or not (a fresh stack per example)
+    deps = fake_deps(f"names-{uuid.uuid4().hex[:12]}")
+    data = zips.raw_zip(
+        zips.RawEntry(raw, zips.pdf_bytes(str(i)), flags=flags) for i, (raw, flags) in enumerate(names)
+    )
+    # WHEN it is staged and every message processed
+    report = staging.stage_zip(deps, upload(deps, data))
+    drain(deps)
+    # THEN the batch is never FAILED: every entry has exactly one ledger row, under its decoded name,
+    # with its raw bytes, and the batch completes with counters equal to the ledger
+    assert report.status != "FAILED" and report.reason is None
+    rows = list(views.iter_all_files(deps, report.batch_id))
+    assert [r.index for r in rows] == list(range(len(names)))
+    assert [(r.name, r.name_hex) for r in rows] == [
+        (archive.decode_name(raw, flags), raw.hex()) for raw, flags in names
+    ]
+    assert all(r.outcome is not None for r in rows)
+    status = assert_counters_match_ledger(deps, report.batch_id)
+    assert status["status"] == "COMPLETED"
 
 
 def test_staging_keys_come_from_batch_and_index_never_from_entry_names(deps: Deps) -> None:

@@ -218,6 +218,57 @@ def test_errors_match_the_openapi_document(
     assert call(status, method, path, query).status == code
 
 
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"limit": "²"},  # str.isdigit() says yes, int() says no
+        {"limit": ""},
+        {"limit": "٣"},  # an Arabic-Indic digit: int() would take it
+        {"limit": "-1"},
+        {"limit": " 5"},
+        {"cursor": "²"},
+        {"cursor": "9" * 5000},  # past int()'s 4,300 digits
+        {"cursor": "1_000"},
+        {"outcome": "linked\udc80"},
+    ],
+    ids=repr,
+)
+def test_malformed_query_values_are_400_with_a_json_error(
+    deps: Deps, status: Any, query: dict[str, str]
+) -> None:
+    # GIVEN a batch with a file WHEN its files are asked for with a malformed value THEN 400, never a raise
+    report = staging.stage_zip(deps, upload(deps, make_zip([("a.pdf", text_pdf("x"))])))
+    answer = call(status, "GET", f"/batches/{report.batch_id}/files", query)
+    assert (answer.status, answer.body["error"]) == (400, "invalid_input")
+
+
+@pytest.mark.parametrize("limit", ["1" + "0" * 5000, "00000000000000000000000000007", "1001", "0"])
+def test_any_ascii_number_as_limit_is_clamped_to_1_to_1000(deps: Deps, status: Any, limit: str) -> None:
+    report = staging.stage_zip(deps, upload(deps, make_zip([("a.pdf", text_pdf("x"))])))
+    answer = call(status, "GET", f"/batches/{report.batch_id}/files", {"limit": limit})
+    assert answer.status == 200 and len(answer.body["items"]) == 1
+
+
+@pytest.mark.parametrize("key", ["uploads/\ud800.zip", "uploads/\udced\udca0\udc80.zip", "uploads/a\udfff"])
+def test_a_lone_surrogate_in_a_query_is_400_not_an_encoding_error(deps: Deps, status: Any, key: str) -> None:
+    # GIVEN a query string API Gateway decoded into a lone surrogate (%ED%A0%80 is no UTF-8)
+    answer = call(status, "GET", "/batches", {"key": key})
+    # THEN it is refused as input, before any store sees it
+    assert (answer.status, answer.body["error"]) == (400, "invalid_input")
+
+
+def test_an_undeclared_method_on_a_known_path_is_405_with_allow(deps: Deps, status: Any) -> None:
+    for method, path, allow in [
+        ("DELETE", "/batches", "GET, POST"),
+        ("TRACE", "/", "GET"),
+        ("PUT", f"/batches/{UNKNOWN}/files", "GET"),
+    ]:
+        raw = status.handler(api_event(method, path, api_key=None), Context())
+        assert raw["statusCode"] == 405, (method, path)
+        assert json.loads(raw["body"])["error"] == "method_not_allowed"
+        assert header(raw, "Allow") == allow
+
+
 def test_files_with_a_bad_filter_or_cursor_are_400(deps: Deps, status: Any) -> None:
     report = staging.stage_zip(deps, upload(deps, make_zip([("a.pdf", text_pdf("x"))])))
     for query in ({"outcome": "deleted"}, {"cursor": "abc"}):

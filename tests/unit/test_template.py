@@ -196,17 +196,39 @@ def test_unzip_consumes_its_dead_letter_queue_so_no_batch_stays_processing(templ
     assert number(template, visibility) >= number(template, function(template, fn)["Timeout"])
 
 
+def test_the_work_dlq_is_consumed_so_a_file_whose_last_delivery_died_still_ends(
+    template: dict[str, Any],
+) -> None:
+    # GIVEN work messages that failed every delivery land in DeadLetterQueue
+    # THEN unzip (not process_pdf, whose reserved concurrency is its work mapping's) reads it, retrying
+    # a message until it is recorded (no redrive policy: an outage never moves it elsewhere), with a
+    # visibility timeout that covers unzip's timeout
+    fn, props = sqs_mapping(template, "DeadLetterQueue")
+    assert fn == "UnzipFunction" and props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    dlq = template["Resources"]["DeadLetterQueue"]["Properties"]
+    assert "RedrivePolicy" not in dlq
+    assert number(template, dlq["VisibilityTimeout"]) >= number(template, function(template, fn)["Timeout"])
+    # AND gave_up files are parked where `pdfbatch dlq` finds them: unzip may send there, and only there
+    env = function(template, fn)["Environment"]["Variables"]
+    assert env["PDFBATCH_PARKED_QUEUE_URL"] == {"Ref": "ParkedQueue"}
+    assert template["Outputs"]["ParkedQueueUrl"]["Value"] == {"Ref": "ParkedQueue"}
+
+
 def test_dead_letter_queues_keep_messages_fourteen_days(template: dict[str, Any]) -> None:
-    for name in ("DeadLetterQueue", "UnzipDeadLetterQueue"):
+    for name in ("DeadLetterQueue", "UnzipDeadLetterQueue", "ParkedQueue"):
         assert template["Resources"][name]["Properties"]["MessageRetentionPeriod"] == 1_209_600
 
 
 def test_process_timeout_covers_a_batch_at_the_default_extraction_budget(template: dict[str, Any]) -> None:
     from pdfbatch.config import Limits
+    from pdfbatch.services.processing import FILE_MARGIN_SECONDS
 
     _, props = sqs_mapping(template, "WorkQueue")
     timeout = number(template, function(template, "ProcessPdfFunction")["Timeout"])
-    assert timeout >= props["BatchSize"] * Limits.file_budget_seconds
+    # every file of a batch at its full budget and ordinary I/O (~2 s), and the last one still admitted
+    # by the remaining-time check (its budget and the margin of a hanging dependency left)
+    budget, batch = Limits.file_budget_seconds, props["BatchSize"]
+    assert timeout >= (batch - 1) * (budget + 2) + budget + FILE_MARGIN_SECONDS
 
 
 # ------------------------------------------------------------------------------------------ functions
@@ -250,6 +272,7 @@ def test_sqs_mapping_never_outruns_the_reserved_concurrency(template: dict[str, 
     assert {q for _, p in events(template, "SQS") for q in [p["Queue"]["Fn::GetAtt"][0]]} == {
         "WorkQueue",
         "UnzipDeadLetterQueue",
+        "DeadLetterQueue",
     }
     maximum = number(template, props["ScalingConfig"]["MaximumConcurrency"])
     reserved = number(template, function(template, fn)["ReservedConcurrentExecutions"])
@@ -414,8 +437,10 @@ def test_each_function_gets_only_its_own_s3_and_sqs_rights(template: dict[str, A
         ("s3:ListBucket", ""),
         ("sqs:SendMessage", "GetAtt:WorkQueue.Arn"),
         ("sqs:SendMessage", "GetAtt:UnzipDeadLetterQueue.Arn"),
+        ("sqs:SendMessage", "GetAtt:ParkedQueue.Arn"),
         *(
-            (f"sqs:{a}", "GetAtt:UnzipDeadLetterQueue.Arn")
+            (f"sqs:{a}", f"GetAtt:{queue}.Arn")
+            for queue in ("UnzipDeadLetterQueue", "DeadLetterQueue")
             for a in (
                 "ReceiveMessage",
                 "DeleteMessage",

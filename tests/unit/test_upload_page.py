@@ -9,10 +9,13 @@ import re
 import tomllib
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fixtures.apigw import ROOT
 from pdfbatch import web
 from pdfbatch.config import Settings
+from pdfbatch.display import printable
 from pdfbatch.model import BATCH_REASON_TEXT, REASON_TEXT
 from pdfbatch.ops.build import _function_files
 
@@ -88,7 +91,7 @@ def test_the_reason_sentences_come_from_the_model_and_cannot_close_their_script(
     finally:
         web._page_parts.cache_clear()
     # THEN it stays data inside the one JSON block
-    assert html.count("</script>") == 2
+    assert html.count("</script>") == 3  # the reasons, the names' unsafe characters, the script
     blob = re.search(r'<script type="application/json" id="reason-text">(.*?)</script>', html, re.DOTALL)
     assert blob and json.loads(blob.group(1))["no_email"] == "</script><script>alert(1)</script>"
 
@@ -98,3 +101,18 @@ def test_the_page_and_the_document_ship_in_the_status_zip_and_the_wheel() -> Non
     assert {"pdfbatch/web/index.html", "pdfbatch/web/openapi.json", "pdfbatch/web/__init__.py"} <= shipped
     package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     assert "web/*" in package_data["pdfbatch"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=st.text(max_size=30) | st.sampled_from(["a\u202eb", "\x1b[31m😀", "\ud800x\udfff", "\x85\u2028"]))
+def test_the_page_makes_names_printable_with_the_clis_character_class(name: str) -> None:
+    # GIVEN the class the page builds its RegExp from (\\uXXXX escapes read the same by JS and Python)
+    html = web.upload_page(Settings(bucket="b")).html
+    blob = re.search(r'<script type="application/json" id="unsafe-chars">(.*?)</script>', html, re.DOTALL)
+    assert blob
+    unsafe = re.compile("[" + json.loads(blob.group(1)) + "]")
+    # THEN it replaces exactly what the CLI's printable() replaces
+    assert unsafe.sub("\ufffd", name) == printable(name)
+    # and the page applies it to the names it shows and writes to the CSV
+    script = re.findall(r"<script>(.*?)</script>", html, re.DOTALL)[0]
+    assert '["name", shown(f.name)]' in script and "text(shown(f.name))" in script

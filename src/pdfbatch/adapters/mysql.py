@@ -54,6 +54,7 @@ SCHEMA = (
       batch_id CHAR(32) NOT NULL,
       entry_index INT NOT NULL,
       entry_name TEXT NOT NULL,
+      name_hex MEDIUMTEXT CHARACTER SET ascii NULL,
       kind VARCHAR(8) NOT NULL,
       size BIGINT NOT NULL DEFAULT 0,
       sha256 CHAR(64) NULL,
@@ -87,6 +88,8 @@ SCHEMA = (
 ADDED_COLUMNS = (
     ("pdfbatch_batches", "started_at", "DOUBLE NULL"),
     ("pdfbatch_files", "users_named", "INT NULL"),
+    # An entry name's raw bytes (hex): names are shown decoded, and a decoding can be a guess.
+    ("pdfbatch_files", "name_hex", "MEDIUMTEXT CHARACTER SET ascii NULL"),
 )
 # Columns whose type changed: (table, column, definition, the DATA_TYPEs it is converted from).
 # user_id: BIGINT until the users table could have string and UUID ids; MODIFY keeps every stored id
@@ -95,6 +98,10 @@ CHANGED_COLUMNS = (("pdfbatch_files", "user_id", "VARCHAR(1024) NULL", ("bigint"
 # Indexes added after the first release: (table, index, definition), added by ensure_schema when missing.
 # Earlier releases recorded only ZIPs dropped with the AWS CLI there, each with a fresh id, so by_batch holds.
 ADDED_INDEXES = (("pdfbatch_uploads", "by_batch", "UNIQUE KEY by_batch (batch_id)"),)
+# entry_name is TEXT: 65,535 bytes. A 65,535-byte name decoded as cp437 can take three times that in
+# UTF-8 (INSERT IGNORE would cut it anywhere, silently), so the shown name is cut to fit with an
+# ellipsis; name_hex keeps every byte.
+_NAME_BYTES = 65_535
 _ER_DUP_FIELDNAME = 1060
 _ER_DUP_KEYNAME = 1061
 
@@ -112,17 +119,18 @@ _STALE_AFTER_SECONDS = 10.0
 class MysqlClient:
     """One lazily opened connection per execution environment, reused and reconnected when stale."""
 
-    def __init__(self, params: MysqlParams, connect_timeout: float = 5.0) -> None:
+    def __init__(self, params: MysqlParams, connect_timeout: float = 5.0, read_timeout: float = 30.0) -> None:
         self.params = params
         self._connect_timeout = connect_timeout
+        self._read_timeout = read_timeout
         self._conn: pymysql.connections.Connection[Any] | None = None
         self._last_used = 0.0
         self._lock = threading.RLock()  # pymysql connections are not thread-safe
 
     @classmethod
-    def from_url(cls, url: str) -> MysqlClient:
+    def from_url(cls, url: str, connect_timeout: float = 5.0, read_timeout: float = 30.0) -> MysqlClient:
         """Build from a mysql:// URL (no connection is opened yet)."""
-        return cls(parse_mysql_url(url))
+        return cls(parse_mysql_url(url), connect_timeout, read_timeout)
 
     def _connect(self) -> pymysql.connections.Connection[Any]:
         return pymysql.connect(
@@ -133,9 +141,9 @@ class MysqlClient:
             database=self.params.database,
             charset="utf8mb4",
             autocommit=True,
-            connect_timeout=int(self._connect_timeout),
-            read_timeout=30,
-            write_timeout=30,
+            connect_timeout=max(1, int(self._connect_timeout)),
+            read_timeout=max(1, int(self._read_timeout)),
+            write_timeout=max(1, int(self._read_timeout)),
             cursorclass=pymysql.cursors.DictCursor,
         )
 
@@ -273,7 +281,16 @@ def _file(row: Mapping[str, Any]) -> FileRow:
         finished_at=row["finished_at"],
         timings=json.loads(row["timings"]) if row["timings"] else {},
         users_named=row.get("users_named"),
+        name_hex=row.get("name_hex"),
     )
+
+
+def _fit_name(name: str) -> str:
+    """``name``, cut (with an ellipsis) to what entry_name holds; almost every name is returned as is."""
+    raw = name.encode("utf-8")
+    if len(raw) <= _NAME_BYTES:
+        return name
+    return raw[: _NAME_BYTES - 3].decode("utf-8", "ignore") + "\u2026"
 
 
 class MysqlLedger:
@@ -507,7 +524,8 @@ class MysqlLedger:
             (
                 batch_id,
                 e.index,
-                e.name,
+                _fit_name(e.name),
+                e.name_hex,
                 e.kind,
                 e.size,
                 e.outcome,
@@ -520,9 +538,9 @@ class MysqlLedger:
         with self.client.cursor() as cur:
             for start in range(0, len(rows), 1000):
                 cur.executemany(
-                    "INSERT IGNORE INTO pdfbatch_files (batch_id, entry_index, entry_name, kind, size, "
-                    "outcome, reason, created_at, finished_at) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    "INSERT IGNORE INTO pdfbatch_files (batch_id, entry_index, entry_name, name_hex, kind, "
+                    "size, outcome, reason, created_at, finished_at) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                     rows[start : start + 1000],
                 )
 

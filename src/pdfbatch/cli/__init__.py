@@ -60,7 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         with _library_logs_to_stderr():
             code = int(args.func(args))
     except CliError as exc:
-        print(f"pdfbatch: {exc}", file=sys.stderr)
+        from pdfbatch.display import printable  # the message may quote an API's answer
+
+        print(f"pdfbatch: {printable(str(exc))}", file=sys.stderr)
         return exc.code
     except KeyboardInterrupt:
         print("pdfbatch: interrupted", file=sys.stderr)

@@ -14,6 +14,7 @@ from pdfbatch.cli.common import (
     EXIT_USAGE,
     CliError,
     api_client,
+    shown,
     stderr_console,
 )
 
@@ -55,7 +56,7 @@ def run_upload(path: Path, *, wait: bool, as_json: bool, timeout: float = 3600.0
     except ApiError as exc:
         raise CliError(str(exc), EXIT_USAGE if exc.status == 400 else EXIT_UNAVAILABLE) from exc
     batch_id = batch["batchId"]
-    console.print(f"batch [bold]{batch_id}[/bold] uploaded")
+    console.print(f"batch [bold]{shown(batch_id)}[/bold] uploaded")
     if not wait:
         if as_json:
             print(json.dumps({"batchId": batch_id}))
@@ -94,7 +95,7 @@ def follow(
             )
             bar.update(
                 task,
-                description=f"{body['status'].lower():<10}",
+                description=f"{shown(body['status']).lower():<10}",
                 total=body.get("totalFiles"),
                 completed=body.get("processed", 0),
                 counts=counts,
@@ -114,8 +115,8 @@ def print_summary(client: Any, status: dict[str, Any], console: Any) -> None:
 
     colour = "green" if status["status"] == "COMPLETED" else "red"
     console.print(
-        f"\nbatch {status['batchId']}: [bold {colour}]{status['status']}[/bold {colour}]"
-        + (f" ({describe(status.get('reason'), batch=True)})" if status.get("reason") else "")
+        f"\nbatch {shown(status['batchId'])}: [bold {colour}]{shown(status['status'])}[/bold {colour}]"
+        + (f" ({shown(describe(status.get('reason'), batch=True))})" if status.get("reason") else "")
     )
     table = Table(title="outcomes")
     table.add_column("outcome")
@@ -134,7 +135,8 @@ def print_summary(client: Any, status: dict[str, Any], console: Any) -> None:
     not_linked.add_column("outcome")
     not_linked.add_column("why")
     for f in rows:
-        not_linked.add_row(f["name"], f["outcome"], f"{why(f)} [dim]({f['reason']})[/dim]")
+        why_text = f"{shown(why(f))} [dim]({shown(f['reason'])})[/dim]"
+        not_linked.add_row(shown(f["name"]), shown(f["outcome"]), why_text)
     console.print(not_linked)
 
 
@@ -142,8 +144,8 @@ def later_uploads(status: dict[str, Any], console: Any) -> None:
     """Say where later uploads through this batch's link went (each is a batch of its own)."""
     for later in status.get("laterUploads") or []:
         console.print(
-            f"[yellow]this batch's upload link was used again:[/yellow] that upload is batch [bold]{later}"
-            f"[/bold] (pdfbatch status {later})"
+            f"[yellow]this batch's upload link was used again:[/yellow] that upload is batch "
+            f"[bold]{shown(later)}[/bold] (pdfbatch status {shown(later)})"
         )
 
 
@@ -162,8 +164,9 @@ def status_cmd(args: argparse.Namespace) -> int:
         print_summary(client, body, stderr_console())
     else:
         total = body.get("totalFiles") or "?"
+        counts = f"{shown(body['processed'])}/{shown(total)} files ({shown(body['percent'])}%)"
         console = stderr_console()
-        console.print(f"{body['status']}: {body['processed']}/{total} files ({body['percent']}%)")
+        console.print(f"{shown(body['status'])}: {counts}")
         later_uploads(body, console)
     return EXIT_BATCH_FAILED if body["status"] == "FAILED" else EXIT_OK
 
@@ -186,7 +189,12 @@ def files_cmd(args: argparse.Namespace) -> int:
     for col in ("#", "file", "outcome", "reason"):
         table.add_column(col)
     for f in rows:
-        table.add_row(str(f["index"]), f["name"], f["outcome"] or "pending", why(f))
+        table.add_row(
+            shown(f["index"]),
+            shown(f["name"]),
+            shown(f["outcome"] or "pending"),
+            shown(why(f)),
+        )
     stderr_console().print(table)
     return EXIT_OK
 
@@ -201,6 +209,7 @@ def why(item: dict[str, Any]) -> str:
 
 def find_cmd(args: argparse.Namespace) -> int:
     """Which batches came from an object key (for ZIPs dropped with `aws s3 cp`)."""
+    from pdfbatch.display import printable
     from pdfbatch.ops.api import ApiError
 
     try:
@@ -211,5 +220,5 @@ def find_cmd(args: argparse.Namespace) -> int:
         print(json.dumps(batches, indent=2))
     else:
         for b in batches:
-            print(f"{b['batchId']}  {b['status']:<10}  {b['createdAt']}  {b['source']}")
+            print(printable(f"{b['batchId']}  {b['status']:<10}  {b['createdAt']}  {b['source']}"))
     return EXIT_OK

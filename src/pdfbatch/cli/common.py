@@ -1,5 +1,5 @@
 """What every command shares: exit codes, CliError, the environment (endpoints, URLs, the stack's
-name), reachability checks, the API client and the console."""
+name), reachability checks, the API client, the console and ``shown`` (every outside value printed)."""
 
 from __future__ import annotations
 
@@ -114,7 +114,25 @@ def api_client() -> Any:
 
 
 def stderr_console() -> Any:
-    """A rich console on stderr: stdout is kept for --json documents."""
+    """A rich console on stderr: stdout is kept for --json documents.
+
+    No emoji codes: ``:smile:`` in a file name is text. Markup is on for the CLI's own styles, so every
+    value that comes from outside (names above all) goes through ``shown``.
+    """
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=True, highlight=False, emoji=False)
+
+
+def shown(value: object) -> str:
+    """The one way a value from outside (an entry name, a reason, a status) is put on the terminal.
+
+    Control, escape and bidi characters become U+FFFD (``display.printable``), then rich markup is
+    escaped, so ``cv[/b].pdf`` is printed rather than parsed and ``[link=...]`` never becomes a link.
+    Safe for a rich markup string, a table cell or a plain ``print``.
+    """
+    from rich.markup import escape
+
+    from pdfbatch.display import printable
+
+    return escape(printable("" if value is None else str(value)))

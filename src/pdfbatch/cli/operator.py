@@ -30,6 +30,7 @@ from pdfbatch.cli.common import (
     local_credentials,
     mysql_url,
     region,
+    shown,
     stderr_console,
 )
 
@@ -76,11 +77,15 @@ def ops_deps() -> tuple[Any, dict[str, str]]:
 
 
 def dead_letters(deps: Any, outputs: dict[str, str]) -> Any:
-    """The work queue's DLQ."""
+    """The parked work dead letters (recorded failed/gave_up by the DLQ's consumer), what `dlq` works on.
+
+    A stack deployed before the parked queue existed has only its DLQ: that one, then.
+    """
     from pdfbatch.adapters.sqs import SqsDeadLetters
     from pdfbatch.bootstrap import boto3_client
 
-    return SqsDeadLetters(boto3_client("sqs", deps.settings), outputs["DeadLetterQueueUrl"])
+    url = outputs.get("ParkedQueueUrl") or outputs["DeadLetterQueueUrl"]
+    return SqsDeadLetters(boto3_client("sqs", deps.settings), url)
 
 
 class LedgerWatch:
@@ -160,10 +165,10 @@ def dlq_cmd(args: argparse.Namespace) -> int:
         for m in listing["messages"]:
             table.add_row(
                 *(
-                    str(m[k]) if m[k] is not None else "-"
+                    shown(m[k]) if m[k] is not None else "-"
                     for k in ("batchId", "index", "name", "outcome", "reason", "attempts", "receiveCount")
                 ),
-                m["sentAt"] or "-",
+                shown(m["sentAt"] or "-"),
             )
         console.print(table)
         if listing["messages"]:

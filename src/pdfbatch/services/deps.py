@@ -27,6 +27,7 @@ class Deps:
     progress: Progress
     queue: WorkQueue | None = None
     clock: Callable[[], float] = time.time
+    parked: WorkQueue | None = None  # where work dead letters recorded gave_up wait for `dlq --redrive`
 
 
 def fingerprint(value: str) -> str:

@@ -1,6 +1,8 @@
 """process_pdf's use case: one staged PDF to exactly one recorded, counted outcome; and what a failed
 delivery does (``on_failed_attempt``: back off with jitter, or give up on the last receive so the
-batch still finishes).
+batch still finishes). Two rules keep a batch finishing when the invocation itself dies:
+``has_time_for_a_file`` (no file is started that the function's timeout would kill) and
+``settle_dead_letter`` (a message that reached the work DLQ anyway is recorded failed/gave_up).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pdfbatch import metrics
-from pdfbatch.config import Settings
+from pdfbatch.config import PER_FILE_IO, Settings
 from pdfbatch.errors import DependencyUnavailable, NotFound, PdfRejected, UsersTableError
 from pdfbatch.logs import logger
 from pdfbatch.model import FileResult, FileTask, Outcome, Reason, final_key
@@ -345,3 +347,60 @@ def on_failed_attempt(deps: Deps, task: FileTask, receipt_handle: str, receive_c
     logger.exception("file failed on its last delivery", extra={"receive_count": receive_count})
     give_up(deps, task)
     dead_letter_now(deps, receipt_handle)
+
+
+# --- the invocation's own end ---------------------------------------------------------------------
+
+# What one file may spend outside its extraction budget: its lookups, download, copy and writes take
+# about a second together, and a dependency that hangs stops the file at its first call
+# (PER_FILE_IO.worst_call_seconds, 26 s), after which reporting the failure may wait as long again
+# (the backoff's ChangeMessageVisibility, or give_up's writes). A file is started only with its budget
+# and this margin left, so the function's timeout never kills a file half-way (infra/template.yaml
+# sizes process_pdf's timeout from the same numbers: tests/unit/test_template.py checks it).
+FILE_MARGIN_SECONDS = 2 * PER_FILE_IO.worst_call_seconds() + 3.0
+
+
+def has_time_for_a_file(settings: Settings, remaining_ms: int) -> bool:
+    """Whether a file started now ends (budget and margin) before the invocation's timeout."""
+    return remaining_ms / 1000.0 >= settings.limits.file_budget_seconds + FILE_MARGIN_SECONDS
+
+
+def release_unstarted(deps: Deps, receipt_handle: str) -> None:
+    """Hand a message back untried (visible at once); its file's attempts in the ledger are unchanged."""
+    if deps.queue is None:
+        logger.warning("no work queue configured (PDFBATCH_QUEUE_URL); released after the timeout")
+        return
+    try:
+        deps.queue.change_visibility(receipt_handle, 0)
+    except DependencyUnavailable as exc:
+        # It still comes back, after the queue's visibility timeout.
+        logger.warning("message not released early", extra={"dependency": exc.dependency})
+
+
+def settle_dead_letter(deps: Deps, task: FileTask) -> FileRow | None:
+    """A work message reached the DLQ: make sure its file has an outcome, counted once; return the row.
+
+    Normally give_up recorded it on the last receive. When the invocation died then (timeout, out of
+    memory, MySQL down), it has none and is recorded failed/gave_up here, so the batch finishes
+    without an operator. A file that ends failed/gave_up is parked (``Deps.parked``), where
+    `pdfbatch dlq` lists and `--redrive` re-runs it; any other outcome is only counted, and the
+    message is done. Raises DependencyUnavailable (the message is retried later) when MySQL, Redis or
+    SQS is down. None when the message names no ledger row.
+    """
+    logger.append_keys(batch_id=task.batch_id, file_index=task.index)
+    row = deps.ledger.get_file(task.batch_id, task.index)
+    if row is None:
+        logger.warning("dead letter with no ledger row; dropped")
+        return None
+    if row.outcome is None:
+        logger.error("dead letter without an outcome: its last delivery died; recorded gave_up")
+        row = give_up(deps, task) or row
+    else:
+        tally.count(deps, row)  # once, whatever counted it before
+    if (row.outcome, row.reason) == (Outcome.FAILED, Reason.GAVE_UP):
+        if deps.parked is None:
+            logger.warning("no parked queue (PDFBATCH_PARKED_QUEUE_URL): `pdfbatch retry` re-runs the file")
+        else:
+            deps.parked.send_tasks([task])  # recorded first: a crash now parks it twice, never not at all
+    logger.info("dead letter settled", extra={"outcome": row.outcome, "reason": row.reason})
+    return row

@@ -163,6 +163,7 @@ def _register(deps: Deps, batch_id: str, plan: archive.Plan, *, rerun: bool) -> 
             NewEntry(
                 index=e.index,
                 name=e.name,
+                name_hex=e.raw_name.hex(),
                 kind=e.kind,
                 size=e.file_size,
                 outcome=IGNORED if e.kind != "pdf" else None,

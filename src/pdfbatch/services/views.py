@@ -6,6 +6,7 @@ tally (see ``batch_status``), never as a write of its own.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -14,6 +15,8 @@ from pdfbatch.model import COUNTED_OUTCOMES, FINAL_STATUSES, IGNORED, BatchStatu
 from pdfbatch.ports import BatchRow, FileRow, LiveProgress
 from pdfbatch.services import batches, tally
 from pdfbatch.services.deps import Deps, iso
+
+_CURSOR = re.compile(r"[0-9]{1,18}")
 
 
 def batch_status(deps: Deps, batch_id: str) -> dict[str, Any]:
@@ -131,11 +134,12 @@ def list_files(
         raise InvalidInput(f"outcome must be one of {', '.join(sorted(allowed))}")
     limit = max(1, min(int(limit), 1000))
     after = -1
-    if cursor:
-        try:
-            after = int(cursor)
-        except ValueError as exc:
-            raise InvalidInput("bad cursor") from exc
+    if cursor is not None:
+        # Only what nextCursor gives out: an entry index in ASCII digits (int() would also take
+        # "1_000", " 7" or "٣", and raise past 4,300 digits).
+        if not _CURSOR.fullmatch(cursor):
+            raise InvalidInput("bad cursor")
+        after = int(cursor)
     rows = deps.ledger.list_files(batch_id, after, limit + 1, outcome)
     more = len(rows) > limit
     rows = rows[:limit]
