@@ -29,6 +29,7 @@ class Reason(enum.StrEnum):
     NO_TEXT_LAYER = "no_text_layer"
     NO_EMAIL = "no_email"
     NO_USER = "no_user"
+    AMBIGUOUS = "ambiguous"  # the deciding page names two or more users (see pdfbatch.matching)
     # skipped_already_exists
     ALREADY_LINKED = "already_linked"
     # failed
@@ -53,6 +54,7 @@ REASON_OUTCOME: dict[str, str] = {
     Reason.NO_TEXT_LAYER: Outcome.SKIPPED_NO_MATCH,
     Reason.NO_EMAIL: Outcome.SKIPPED_NO_MATCH,
     Reason.NO_USER: Outcome.SKIPPED_NO_MATCH,
+    Reason.AMBIGUOUS: Outcome.SKIPPED_NO_MATCH,
     Reason.ALREADY_LINKED: Outcome.SKIPPED_ALREADY_EXISTS,
     Reason.MALFORMED_PDF: Outcome.FAILED,
     Reason.ENCRYPTED: Outcome.FAILED,
@@ -153,6 +155,7 @@ REASON_TEXT: dict[str, str] = {
     Reason.NO_TEXT_LAYER: "no text found (a scan or image-only PDF)",
     Reason.NO_EMAIL: "no email address found",
     Reason.NO_USER: "email address found, but no user has it",
+    Reason.AMBIGUOUS: "names more than one user on the same page, so it was linked to nobody",
     Reason.ALREADY_LINKED: "the user already has a PDF on file",
     Reason.MALFORMED_PDF: "not a readable PDF (damaged, truncated or another file type)",
     Reason.ENCRYPTED: "password-protected",
