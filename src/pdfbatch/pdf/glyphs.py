@@ -9,17 +9,19 @@ glyphs are (their loose boxes, in page space) around every "@":
   between every two glyphs. When the "@" itself stands between two such spaces of about the same width,
   the address is tracked: generated spaces up to 1.6 times that width are dropped, wider ones (the
   word spaces of the heading) end the address.
-- Line wraps. A line break inside an address is re-joined when the two lines are one block (the second
-  directly below the first, same size, aligned left, centred or right) and the first line is full (it
-  reaches the block's right edge within about an em) or ends with a hyphen. On the local-part side a
-  full line must hold nothing but the head fragment (a word too long for the line, broken by the
-  layout engine); when other words precede a head fragment that itself looks like part of an address
-  (``Contact: maria.`` / ``lopez@gmail.com``), neither reading is taken: no candidate, since the tail
-  alone (``lopez@...``) is someone else's address. On the domain side an unfinished domain
-  (``maria@gmail.`` / ``com``) is joined; a domain that is already complete (``gmail.co`` / ``m``)
-  is joined only when the joined last label is a real top-level domain (``com``), never to a word of
-  the next line (``gmail.com`` / ``Phone``). Otherwise the break ends the address. The head or tail
-  fragment of a re-joined address is never a candidate on its own.
+- Line wraps. A line break is inside an address only when the two lines are one block (the second
+  directly below the first, same size, aligned left, centred or right) and the first line is full (the
+  next line's first glyph would not have fitted before the block's right edge) or ends with a hyphen;
+  a line that ends early ends its word ("Email" / "jane@..."). On the local-part side a full line
+  holding nothing but the head fragment is joined (a word too long for the line, broken by the layout
+  engine); a word of letters after other words is a word wrap before the address ("please write to" /
+  "jane@..."); any other head after other words (``Contact: maria.`` / ``lopez@gmail.com``) gives
+  neither reading: no candidate, since the tail alone (``lopez@...``) is someone else's address. On
+  the domain side a domain ending in a dot is joined (``maria@gmail.`` / ``com``), an unfinished one
+  on a full line too (``gma`` / ``il.com``); a complete one (``gmail.co`` / ``m``) only when the
+  joined last label is a real top-level domain (``com``), never to a word of the next line
+  (``gmail.com`` / ``Phone``). The head or tail fragment of a re-joined address is never a candidate
+  on its own.
 - Glyphs without a Unicode mapping (NUL) end an address; invisible extraction artefacts are skipped.
 
 Pure: it reads the characters through the small ``Glyphs`` interface (pages.py implements it over
@@ -49,12 +51,14 @@ _RESERVED_TLDS = frozenset({"example", "test", "invalid", "localhost"})
 
 Box = tuple[float, float, float, float]  # left, bottom, right, top; page space (y up)
 
-_LIGATURES = {"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl"}
-_LIGATURES |= {"\ufb05": "st", "\ufb06": "st"}
+# Characters read as others: ligatures spelled out, and U+FFFE, pdfium's mark for a hyphen that ended a
+# line (it joins the two lines itself): in an address the hyphen is part of it ("jean-" / "pierre@").
+_EXPANSIONS = {"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl"}
+_EXPANSIONS |= {"\ufb05": "st", "\ufb06": "st", "\ufffe": "-"}
 _MAX_LOCAL = 65  # one more than a local part may hold, so a longer run is seen as too long
 _MAX_DOMAIN = 254
 _TRACKING_RATIO = 1.6  # a generated space this much wider than the tracking is a word space
-_HYPHENS = "-\u2010\u2011"
+_HYPHENS = "-\u2010\u2011\ufffe"
 
 
 class Glyphs(Protocol):
@@ -168,7 +172,7 @@ class _Reader:
                     continue
                 out.append((" ", None))
                 break
-            expanded = _LIGATURES.get(char)
+            expanded = _EXPANSIONS.get(char)
             if expanded is not None:
                 out.extend((c, i) for c in (reversed(expanded) if step < 0 else expanded))
                 i += step
@@ -224,12 +228,17 @@ class _Reader:
     def _line(self, index: int) -> tuple[int, int]:
         """First and last glyph of the line holding glyph ``index`` (pdfium's line: up to its CR LF)."""
         text, glyphs = self.text, self.glyphs
-        first = index
-        while first > 0 and not (text[first - 1] in "\r\n" and glyphs.generated(first - 1)):
-            first -= 1
-        last = index
-        while last + 1 < len(text) and not (text[last + 1] in "\r\n" and glyphs.generated(last + 1)):
-            last += 1
+        start = index
+        while True:  # after the generated line feed before ``index``
+            start = text.rfind("\n", 0, start)
+            if start < 0 or glyphs.generated(start):
+                break
+        end = index
+        while True:  # at the generated carriage return after ``index``
+            end = text.find("\r", end + 1)
+            if end < 0 or glyphs.generated(end):
+                break
+        first, last = start + 1, (len(text) if end < 0 else end) - 1
         while first < last and (text[first] == " " or glyphs.generated(first)):
             first += 1
         while last > first and (text[last] == " " or glyphs.generated(last)):
@@ -252,18 +261,18 @@ class _Reader:
             gap = b[0] - a[2]
             return _Break.JOIN if -0.3 * (a[3] - a[1]) <= gap <= 0.25 * (a[3] - a[1]) else _Break.END
         top_line, bottom_line = self._line(before), self._line(after)
-        if not self._one_block(top_line, bottom_line):
+        if not self._one_block(top_line, bottom_line) or self._paragraph_gap(top_line, bottom_line):
             return _Break.END
         if text[before] in _HYPHENS:
             return _Break.JOIN
-        full = self._full(top_line, bottom_line, before)
+        full = self._full(top_line, bottom_line, before, after)
         if step < 0:
             return self._local_wrap(before, top_line, full)
         return self._domain_wrap(at, read, after, full)
 
     def _local_wrap(self, before: int, top_line: tuple[int, int], full: bool) -> _Break:
         if not full:
-            return _Break.END
+            return _Break.END  # a line that ends early ends its word: "Email" / "jane@..."
         head_start = before
         while head_start > top_line[0] and is_local_char(self.text[head_start - 1]):
             head_start -= 1
@@ -273,8 +282,10 @@ class _Reader:
             return _Break.JOIN  # the whole line is the head: a word too long for it, broken by the layout
         head = self.text[head_start : before + 1]
         if head.isalpha():
-            return _Break.END  # a word ("Engineer") ending a full line, an address starting the next
-        return _Break.UNSURE  # "Contact: maria." / "lopez@...": no candidate rather than a tail
+            return _Break.END  # a word wrapped before the address ("... write to" / "jane@...")
+        # Other words precede a head that looks like part of an address ("Contact: maria." /
+        # "lopez@..."): a layout that breaks anywhere. No candidate rather than a tail.
+        return _Break.UNSURE
 
     def _domain_wrap(self, at: int, read: list[tuple[str, int | None]], after: int, full: bool) -> _Break:
         domain = "".join(char for char, _ in read)
@@ -316,38 +327,57 @@ class _Reader:
         aligned_right = abs(right - b_right) <= 0.5 * h
         return aligned_left or centred or aligned_right
 
-    def _full(self, top: tuple[int, int], bottom: tuple[int, int], before: int) -> bool:
-        """The top line reaches the block's right edge (within about an em) at glyph ``before``."""
-        end = self.box(before)
-        h = end[3] - end[1]
+    def _full(self, top: tuple[int, int], bottom: tuple[int, int], before: int, after: int) -> bool:
+        """The top line is full: the bottom line's first glyph (``after``) would not have fitted after
+        glyph ``before``, within the block's right edge (the rightmost end of its lines)."""
+        end, next_glyph = self.box(before), self.box(after)
         edge = max(self.box(top[1])[2], self.box(bottom[1])[2])
         for neighbour in self._neighbours(top, bottom):
             edge = max(edge, self.box(neighbour[1])[2])
-        return end[2] >= edge - 0.9 * h
+        slack = 0.1 * (end[3] - end[1])
+        return end[2] + (next_glyph[2] - next_glyph[0]) + slack >= edge
 
-    def _neighbours(self, top: tuple[int, int], bottom: tuple[int, int]) -> Iterator[tuple[int, int]]:
-        """The lines just above ``top`` and just below ``bottom`` when they belong to the same block:
-        aligned with it, in the same size, at the same line spacing."""
+    def _paragraph_gap(self, top: tuple[int, int], bottom: tuple[int, int]) -> bool:
+        """Whether the two lines are further apart than the lines around them (a paragraph ends)."""
+        step = self._step(top, bottom)
+        for line in self._adjacent(top, bottom):
+            pair = (line, top) if self._step(line, top) > 0 else (bottom, line)
+            if step > 1.3 * self._step(*pair):
+                return True
+        return False
+
+    def _step(self, top: tuple[int, int], bottom: tuple[int, int]) -> float:
+        return self.box(top[1])[1] - self.box(bottom[0])[1]
+
+    def _adjacent(self, top: tuple[int, int], bottom: tuple[int, int]) -> Iterator[tuple[int, int]]:
+        """The lines just above ``top`` and just below ``bottom`` that are aligned with them."""
         text, glyphs = self.text, self.glyphs
-        spacing = self.box(top[1])[1] - self.box(bottom[0])[1]
         above = top[0] - 1
         while above >= 0 and (glyphs.generated(above) or text[above] == " "):
             above -= 1
         if above >= 0:
             line = self._line(above)
-            if self._one_block(line, top) and self._spaced(line, top, spacing):
+            if self._one_block(line, top):
                 yield line
         below = bottom[1] + 1
         while below < len(text) and (glyphs.generated(below) or text[below] == " "):
             below += 1
         if below < len(text):
             line = self._line(below)
-            if self._one_block(bottom, line) and self._spaced(bottom, line, spacing):
+            if self._one_block(bottom, line):
+                yield line
+
+    def _neighbours(self, top: tuple[int, int], bottom: tuple[int, int]) -> Iterator[tuple[int, int]]:
+        """The lines just above ``top`` and just below ``bottom`` when they belong to the same block:
+        aligned with it, in the same size, at the same line spacing."""
+        spacing = self._step(top, bottom)
+        for line in self._adjacent(top, bottom):
+            pair = (line, top) if self._step(line, top) > 0 else (bottom, line)
+            if self._spaced(*pair, spacing):
                 yield line
 
     def _spaced(self, top: tuple[int, int], bottom: tuple[int, int], spacing: float) -> bool:
-        step = self.box(top[1])[1] - self.box(bottom[0])[1]
-        return abs(step - spacing) <= 0.25 * spacing
+        return abs(self._step(top, bottom) - spacing) <= 0.25 * spacing
 
     # --- obfuscations ---
 

@@ -39,11 +39,19 @@ _SUBPIXEL = 256
 _HIGH_BITS = bytes(1 if value >= 64 else 0 for value in range(256))  # XOR >= 64: may differ by 64
 
 
+# FPDFText_GetTextObject answering the object's address as an int: the glyphs of one object share their
+# checks, and ctypes.cast on every glyph's pointer would cost more than the call.
+_text_object_address = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)(
+    ctypes.cast(pdfium_c.FPDFText_GetTextObject, ctypes.c_void_p).value or 0
+)
+
+
 class GlyphChecks:
     """The cheap checks for one page's glyphs; text object attributes are read once per object."""
 
     def __init__(self, page: pdfium.PdfPage, textpage: pdfium.PdfTextPage) -> None:
         self._textpage = textpage.raw
+        self._textpage_address = ctypes.cast(textpage.raw, ctypes.c_void_p)
         bounds = pdfium_c.FS_RECTF()
         if not pdfium_c.FPDF_GetPageBoundingBox(page.raw, bounds):
             width, height = page.get_size()
@@ -55,10 +63,10 @@ class GlyphChecks:
     def visible(self, index: int) -> bool:
         """Whether glyph ``index`` passes every check that needs no rendering."""
         textpage = self._textpage
-        handle = pdfium_c.FPDFText_GetTextObject(textpage, index)
-        key = ctypes.cast(handle, ctypes.c_void_p).value
+        key = _text_object_address(self._textpage_address, index)
         drawn = self._objects.get(key)
         if drawn is None:
+            handle = pdfium_c.FPDFText_GetTextObject(textpage, index)
             drawn = self._objects[key] = bool(key) and self._drawn(handle, index)
         if not drawn:
             return False
