@@ -6,9 +6,9 @@ two words on two lines, nor a letter-spaced heading from words, so this module l
 glyphs are (their loose boxes, in page space) around every "@":
 
 - Letter spacing. A heading set in tracked capitals (CSS ``letter-spacing``) gets a generated space
-  between every two glyphs. When the "@" itself stands between two such spaces of about the same width,
-  the address is tracked: generated spaces up to 1.6 times that width are dropped, wider ones (the
-  word spaces of the heading) end the address.
+  between glyphs that stand apart. When the "@" itself stands apart from the glyphs beside it (by
+  about the same gap on both sides), the address is tracked: generated spaces up to 1.6 times that gap
+  are dropped, wider ones (the word spaces of the heading) end the address.
 - Line wraps. A line break is inside an address only when the two lines are one block (the second
   directly below the first, same size, aligned left, centred or right) and the first line is full (the
   next line's first glyph would not have fitted before the block's right edge) or ends with a hyphen;
@@ -108,6 +108,7 @@ def occurrences(glyphs: Glyphs) -> list[Occurrence]:
         at = text.find("@", at + 1)
     if HAS_OBFUSCATION.search(text):
         found.extend(reader.obfuscated(taken))
+        found.sort(key=lambda o: min(o.glyphs))  # reading order, the decoded ones among the others
     return found
 
 
@@ -153,25 +154,32 @@ class _Reader:
             if char in ARTEFACT_CHARS:
                 i += step
                 continue
-            if char in "\r\n" and glyphs.generated(i):
+            if char in "\r\n " and glyphs.generated(i):
+                # What pdfium inserted stands for a gap: a space or the start of another line. Its own
+                # kind is no guide (it puts a line break between glyphs of one line drawn out of
+                # order, and a space between two lines), so the glyphs' positions decide.
                 before, after = self._line_break(i)
                 if before is None or after is None:
                     out.append((" ", None))
                     break
-                verdict = self._wrap(before, after, at, out, step)
-                if verdict is _Break.UNSURE:
-                    return None
-                if verdict is _Break.END:
-                    out.append((" ", None))
-                    break
+                a, b = self.box(before), self.box(after)
+                if _same_line(a, b):
+                    gap, height = b[0] - a[2], a[3] - a[1]
+                    join = tracking is not None and gap <= _TRACKING_RATIO * tracking
+                    if not join and " " not in text[before + 1 : after]:
+                        join = -0.3 * height <= gap <= 0.25 * height  # glyphs that touch
+                    if not join:
+                        out.append((" ", None))
+                        break
+                else:
+                    verdict = self._wrap(before, after, at, out, step)
+                    if verdict is _Break.UNSURE:
+                        return None
+                    if verdict is _Break.END:
+                        out.append((" ", None))
+                        break
                 i = before if step < 0 else after
                 continue
-            if char == " " and glyphs.generated(i):
-                if tracking is not None and self._tracked_space(i, tracking):
-                    i += step
-                    continue
-                out.append((" ", None))
-                break
             expanded = _EXPANSIONS.get(char)
             if expanded is not None:
                 out.extend((c, i) for c in (reversed(expanded) if step < 0 else expanded))
@@ -186,29 +194,27 @@ class _Reader:
     # --- letter spacing ---
 
     def _tracking(self, at: int) -> float | None:
-        """The tracking around a letter-spaced "@" (generated spaces of one width on both sides)."""
+        """The tracking around a letter-spaced "@": the gap between it and the glyphs beside it, when
+        that gap is clearly open (a tenth of its height) and about the same on both sides."""
         text, glyphs = self.text, self.glyphs
-        if not (0 < at - 1 and at + 2 < len(text)):
+        here = self.box(at)
+        height = here[3] - here[1]
+        gaps = []
+        for step in (-1, 1):
+            i = at + step
+            while 0 <= i < len(text) and text[i] in " \r\n" and glyphs.generated(i):
+                i += step
+            if not (0 <= i < len(text)) or glyphs.generated(i) or text[i].isspace():
+                continue
+            other = self.box(i)
+            if not _same_line(here, other):
+                continue
+            gaps.append(other[0] - here[2] if step > 0 else here[0] - other[2])
+        if not gaps or min(gaps) <= 0.1 * height:
             return None
-        spaced = text[at - 1] == " " == text[at + 1]
-        if not (spaced and glyphs.generated(at - 1) and glyphs.generated(at + 1)):
-            return None
-        if glyphs.generated(at - 2) or glyphs.generated(at + 2):
-            return None
-        before, here, after = self.box(at - 2), self.box(at), self.box(at + 2)
-        gaps = (here[0] - before[2], after[0] - here[2])
-        if min(gaps) <= 0 or max(gaps) > _TRACKING_RATIO * min(gaps):
-            return None
-        if not (_same_line(before, here) and _same_line(here, after)):
+        if max(gaps) > _TRACKING_RATIO * min(gaps):
             return None
         return max(gaps)
-
-    def _tracked_space(self, space: int, tracking: float) -> bool:
-        text, glyphs = self.text, self.glyphs
-        if not (0 < space < len(text) - 1) or glyphs.generated(space - 1) or glyphs.generated(space + 1):
-            return False
-        before, after = self.box(space - 1), self.box(space + 1)
-        return _same_line(before, after) and after[0] - before[2] <= _TRACKING_RATIO * tracking
 
     # --- line wraps ---
 
@@ -226,24 +232,46 @@ class _Reader:
         return before, after
 
     def _line(self, index: int) -> tuple[int, int]:
-        """First and last glyph of the line holding glyph ``index`` (pdfium's line: up to its CR LF)."""
+        """First and last glyph of the visual line holding glyph ``index``.
+
+        pdfium marks where it sees gaps (generated spaces and line breaks) but not reliably which of
+        them start another line, so each one is checked: the line goes on while the glyphs on both
+        sides of a gap stand on the same baseline. A U+FFFE (a hyphen that ended a line, joined with
+        the next by pdfium) ends it too.
+        """
+        return self._line_end(index, -1), self._line_end(index, +1)
+
+    def _line_end(self, index: int, step: int) -> int:
+        text = self.text
+        last = index
+        while True:
+            gap = self._next_gap(last, step)
+            if gap is None:
+                return len(text) - 1 if step > 0 else 0
+            if text[gap] == "\ufffe":
+                return gap if step > 0 else gap + 1
+            before, after = self._line_break(gap)
+            if before is None or after is None:
+                return last
+            near, far = (before, after) if step > 0 else (after, before)
+            if not _same_line(self.box(near), self.box(far)):
+                return near
+            last = far
+
+    def _next_gap(self, index: int, step: int) -> int | None:
+        """The next generated space or line break (or U+FFFE) from glyph ``index`` in direction ``step``."""
         text, glyphs = self.text, self.glyphs
-        start = index
-        while True:  # after the generated line feed before ``index``
-            start = text.rfind("\n", 0, start)
-            if start < 0 or glyphs.generated(start):
-                break
-        end = index
-        while True:  # at the generated carriage return after ``index``
-            end = text.find("\r", end + 1)
-            if end < 0 or glyphs.generated(end):
-                break
-        first, last = start + 1, (len(text) if end < 0 else end) - 1
-        while first < last and (text[first] == " " or glyphs.generated(first)):
-            first += 1
-        while last > first and (text[last] == " " or glyphs.generated(last)):
-            last -= 1
-        return first, last
+        position = index
+        while True:
+            if step > 0:
+                found = [f for f in (text.find(c, position + 1) for c in " \r\ufffe") if f >= 0]
+                position = min(found) if found else -1
+            else:
+                position = max(text.rfind(c, 0, position) for c in " \n\ufffe")
+            if position < 0:
+                return None
+            if text[position] == "\ufffe" or glyphs.generated(position):
+                return position
 
     def _wrap(
         self, before: int, after: int, at: int, read: list[tuple[str, int | None]], step: int
@@ -255,11 +283,6 @@ class _Reader:
                 return _Break.END
         elif not is_domain_char(text[after]):
             return _Break.END
-        a, b = self.box(before), self.box(after)
-        if _same_line(a, b):
-            # Not a line end: pdfium breaks its list where glyphs were drawn out of order on one line.
-            gap = b[0] - a[2]
-            return _Break.JOIN if -0.3 * (a[3] - a[1]) <= gap <= 0.25 * (a[3] - a[1]) else _Break.END
         top_line, bottom_line = self._line(before), self._line(after)
         if not self._one_block(top_line, bottom_line) or self._paragraph_gap(top_line, bottom_line):
             return _Break.END
@@ -382,17 +405,20 @@ class _Reader:
     # --- obfuscations ---
 
     def obfuscated(self, taken: set[int]) -> Iterator[Occurrence]:
-        """Decoded obfuscations, unless they start or end at a line break next to more address text."""
+        """Decoded obfuscations, unless a line break at either end may be inside the address."""
         text, glyphs = self.text, self.glyphs
         for email, start, end in find_obfuscated(text):
             if start > 0 and text[start - 1] in "\r\n" and glyphs.generated(start - 1):
-                before, _ = self._line_break(start - 1)
-                if before is not None and is_local_char(text[before]):
-                    continue
+                before, after = self._line_break(start - 1)
+                if before is not None and after is not None:
+                    if self._wrap(before, after, start, [], -1) is not _Break.END:
+                        continue
             if end < len(text) and text[end] in "\r\n" and glyphs.generated(end):
-                _, after = self._line_break(end)
-                if after is not None and is_domain_char(text[after]):
-                    continue
+                before, after = self._line_break(end)
+                if before is not None and after is not None:
+                    domain: list[tuple[str, int | None]] = [(c, None) for c in email.split("@", 1)[1]]
+                    if self._wrap(before, after, start, domain, 1) is not _Break.END:
+                        continue
             indices = tuple(i for i in range(start, end) if not glyphs.generated(i) and not text[i].isspace())
             if indices and not taken.intersection(indices):
                 yield Occurrence(email, indices)
