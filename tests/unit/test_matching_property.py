@@ -6,8 +6,8 @@ millisecond to write). On each page, addresses are placed in the ways real docum
 hostile ones hide them: RFC 5322 local parts (every special character allowed), plain with a label,
 wrapped at a random point by a box too narrow for them, letter-spaced in capitals, written against
 Japanese text, obfuscated with [at]/[dot], in a filled form field, in the right column of two; and
-hidden in the nine ways of
-layouts.HIDING. The users table holds some of them, some twice (two rows, one email), and the
+hidden in the nine ways of layouts.HIDING. The users table holds some of them, some twice (two rows,
+one email), and the
 fragments a wrong reading would produce (the tail of a wrapped address, a domain cut at the line
 end): a user who is never visibly named. The model knows what a reader sees (the visible addresses,
 whole, in order) and asks pdfbatch.matching.decide; the scan must agree: the same user on the same

@@ -134,6 +134,17 @@ def test_an_address_ending_a_line_is_not_joined_to_the_next_line() -> None:
         assert linked(data, "maria.lopez@gmail.com") == "maria.lopez@gmail.com", following
 
 
+def test_a_complete_domain_ending_a_full_line_is_not_joined_to_a_dotted_next_line() -> None:
+    # GIVEN a box that breaks "jane@sd.wftkge.info" right after "sd.wf" (a real TLD, .wf), which looks
+    # exactly like a contact block: an address ending its line, a web address on the next
+    wrapped = layouts.resume(layouts.line(50, 650, "jane@sd.wf"), layouts.line(50, 636.8, "tkge.info"))
+    block = layouts.resume(layouts.line(50, 650, "jane@gmail.com"), layouts.line(50, 636.8, "www.jane.info"))
+    # WHEN scanned  THEN both read as an address and a separate word: the trade-off the rule documents
+    # (joining would lose every contact block whose address line is its widest)
+    assert linked(wrapped, "jane@sd.wf", "jane@sd.wftkge.info") == "jane@sd.wf"
+    assert linked(block, "jane@gmail.com", "jane@gmail.comwww.jane.info") == "jane@gmail.com"
+
+
 def test_a_label_on_the_line_above_an_address_is_not_part_of_it() -> None:
     # GIVEN "Email" (no colon) on its own line above the address, in a block of wider lines
     data = layouts.resume(
