@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench import extraction, pipeline
+from bench import extraction, matching, pipeline
 from bench.cost import PRICE_PER_GB_SECOND, PRICE_PER_REQUEST, per_thousand
 from bench.report import Row, Target, percentile, render
 from bench.stack import Report
@@ -65,3 +65,13 @@ def test_extraction_section_runs_on_a_tiny_corpus() -> None:
     assert figures["extract manual, email p.1: speed-up"].target is not None
     assert figures["extract manual, email last page: speed-up"].target is None
     assert all(r.value is not None and r.value > 0 for r in rows)
+
+
+def test_matching_section_runs_on_a_tiny_corpus() -> None:
+    # WHEN the cost of issue 16's rule is measured on two résumés
+    rows = matching.run(resumes=2, rounds=1)
+    # THEN it reports the render check and the extraction ratio, every résumé linked (no timing checks)
+    figures = {r.figure: r for r in rows}
+    assert "matching: render check per linked résumé" in figures
+    assert figures["matching: extraction cost of the rule"].value > 0
+    assert "2 linked" in figures["matching: render check per linked résumé"].note

@@ -122,8 +122,8 @@ class _OpenPage:
             self.textpage = self.page.get_textpage()
             glyphs = _PdfiumGlyphs(self.textpage)
             self.any_text = bool(glyphs.text.strip())
-            checks = visibility.GlyphChecks(self.page, self.textpage)
-            self.occurrences = [o for o in occurrences(glyphs) if all(map(checks.visible, o.glyphs))]
+            self.checks = visibility.GlyphChecks(self.page, self.textpage)
+            self.occurrences = [o for o in occurrences(glyphs) if all(map(self.checks.visible, o.glyphs))]
         except pdfium.PdfiumError as exc:
             self.close()
             raise MalformedPdf(f"page {index + 1} text cannot be read") from exc
@@ -138,7 +138,7 @@ class _OpenPage:
         if shown is None:
             assert self.textpage is not None
             shown = any(
-                visibility.shows(self.page, self.textpage, o.glyphs)
+                visibility.shows(self.page, self.textpage, self.checks, o.glyphs)
                 for o in self.occurrences
                 if o.email == email
             )

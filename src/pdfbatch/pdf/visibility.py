@@ -26,6 +26,8 @@ from collections.abc import Sequence
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
+Box = tuple[float, float, float, float]  # left, bottom, right, top; page space
+
 MIN_SIZE = 4.0  # points: smaller text is not something a person reads
 _CONTRAST = 64  # a pixel shows ink where the text changes a colour channel by at least this (of 255)
 _INK_SHARE = 0.1  # a glyph shows when at least this share of its box (at least one pixel) shows ink
@@ -59,6 +61,8 @@ class GlyphChecks:
         self._bounds = (bounds.left, bounds.bottom, bounds.right, bounds.top)
         self._objects: dict[int | None, bool] = {}
         self._box = [ctypes.c_double() for _ in range(4)]
+        self.boxes: dict[int, Box] = {}  # tight box of every glyph checked (for the render check)
+        self.objects: dict[int, int] = {}  # its text object's address
 
     def visible(self, index: int) -> bool:
         """Whether glyph ``index`` passes every check that needs no rendering."""
@@ -73,14 +77,11 @@ class GlyphChecks:
         left, right, bottom, top = self._box
         if not pdfium_c.FPDFText_GetCharBox(textpage, index, left, right, bottom, top):
             return False
+        box = (left.value, bottom.value, right.value, top.value)
+        self.boxes[index], self.objects[index] = box, key
         x0, y0, x1, y1 = self._bounds
         slack = _BOUNDS_SLACK
-        return (
-            left.value >= x0 - slack
-            and right.value <= x1 + slack
-            and bottom.value >= y0 - slack
-            and top.value <= y1 + slack
-        )
+        return box[0] >= x0 - slack and box[2] <= x1 + slack and box[1] >= y0 - slack and box[3] <= y1 + slack
 
     def _drawn(self, handle: pdfium_c.FPDF_PAGEOBJECT, index: int) -> bool:
         textpage = self._textpage
@@ -103,14 +104,17 @@ class GlyphChecks:
         return pdfium_c.FPDFText_GetFontSize(textpage, index) * scale >= MIN_SIZE
 
 
-def shows(page: pdfium.PdfPage, textpage: pdfium.PdfTextPage, glyphs: Sequence[int]) -> bool:
-    """Whether every glyph of ``glyphs`` shows ink against what the page draws under it.
+def shows(
+    page: pdfium.PdfPage, textpage: pdfium.PdfTextPage, checks: GlyphChecks, glyphs: Sequence[int]
+) -> bool:
+    """Whether every glyph of ``glyphs`` (which passed ``checks``) shows ink against what the page draws
+    under it.
 
     Renders the glyphs' bounding box twice (a few thousand pixels): as a viewer shows it, and with the
     glyphs' text objects invisible (objects that also clip keep clipping: mode 7). A glyph shows when
     enough pixels of its box differ by a clear contrast.
     """
-    boxes = [_char_box(textpage.raw, i) for i in glyphs]
+    boxes = [checks.boxes[i] for i in glyphs]
     if not boxes:
         return False
     em = max(top - bottom for _, bottom, _, top in boxes)
@@ -135,28 +139,28 @@ def shows(page: pdfium.PdfPage, textpage: pdfium.PdfTextPage, glyphs: Sequence[i
         scale /= 2
     frame = (x0, y0, x1 - x0, y1 - y0, size)
     with_text = _render(page, frame)
-    objects = {
-        ctypes.cast(handle, ctypes.c_void_p).value: handle
-        for handle in (pdfium_c.FPDFText_GetTextObject(textpage.raw, i) for i in glyphs)
-        if handle
-    }
-    modes = {key: pdfium_c.FPDFTextObj_GetTextRenderMode(handle) for key, handle in objects.items()}
+    handles = {}
+    for index in glyphs:
+        key = checks.objects[index]
+        if key not in handles:
+            handles[key] = pdfium_c.FPDFText_GetTextObject(textpage.raw, index)
+    modes = {key: pdfium_c.FPDFTextObj_GetTextRenderMode(handle) for key, handle in handles.items()}
     try:
-        for key, handle in objects.items():
+        for key, handle in handles.items():
             hidden = pdfium_c.FPDF_TEXTRENDERMODE_CLIP if modes[key] >= 4 else 3
             pdfium_c.FPDFTextObj_SetTextRenderMode(handle, hidden)
         without_text = _render(page, frame)
     finally:
-        for key, handle in objects.items():
+        for key, handle in handles.items():
             pdfium_c.FPDFTextObj_SetTextRenderMode(handle, modes[key])
     if with_text == without_text:
         return False
     flags = _candidate_bytes(with_text, without_text)
-    width = x1 - x0
+    width, height = x1 - x0, y1 - y0
     for box in boxes:
         gx0, gy0, gx1, gy1 = to_pixels.rect(box, pad=0)
-        gx0, gy0 = min(max(gx0 - x0, 0), width - 1), min(max(gy0 - y0, 0), y1 - y0 - 1)
-        gx1, gy1 = min(max(gx1 - x0, gx0 + 1), width), min(max(gy1 - y0, gy0 + 1), y1 - y0)
+        gx0, gy0 = min(max(gx0 - x0, 0), width - 1), min(max(gy0 - y0, 0), height - 1)
+        gx1, gy1 = min(max(gx1 - x0, gx0 + 1), width), min(max(gy1 - y0, gy0 + 1), height)
         need = max(1, int(_INK_SHARE * (gx1 - gx0) * (gy1 - gy0)))
         if not _ink(with_text, without_text, flags, width * 4, (gx0, gy0, gx1, gy1), need):
             return False
@@ -186,12 +190,6 @@ def draw_form_fields(doc: pdfium.PdfDocument, page: pdfium.PdfPage) -> bool:
     return pdfium_c.FPDFPage_Flatten(raw, pdfium_c.FLAT_NORMALDISPLAY) == pdfium_c.FLATTEN_SUCCESS
 
 
-def _char_box(textpage: pdfium_c.FPDF_TEXTPAGE, index: int) -> tuple[float, float, float, float]:
-    left, right, bottom, top = (ctypes.c_double() for _ in range(4))
-    pdfium_c.FPDFText_GetCharBox(textpage, index, left, right, bottom, top)
-    return (left.value, bottom.value, right.value, top.value)
-
-
 class _PageToPixels:
     """Page space -> pixels of the page rendered at ``size`` (pdfium's display matrix, any /Rotate)."""
 
@@ -209,13 +207,24 @@ class _PageToPixels:
     def rect(self, box: tuple[float, float, float, float], pad: int) -> tuple[int, int, int, int]:
         """The pixel rectangle covering ``box`` (left, bottom, right, top in page space), padded."""
         a, c, e, b, d, f = self._m
-        xs = [a * x + c * y + e for x in (box[0], box[2]) for y in (box[1], box[3])]
-        ys = [b * x + d * y + f for x in (box[0], box[2]) for y in (box[1], box[3])]
+        if c == 0 and b == 0:  # no /Rotate (or 180): x maps to x, y to y
+            xa, xb = a * box[0] + e, a * box[2] + e
+            ya, yb = d * box[1] + f, d * box[3] + f
+            xs, ys = (xa, xb) if xa <= xb else (xb, xa), (ya, yb) if ya <= yb else (yb, ya)
+            return (
+                math.floor(xs[0]) - pad,
+                math.floor(ys[0]) - pad,
+                math.ceil(xs[1]) + pad,
+                math.ceil(ys[1]) + pad,
+            )
+        corners = [(x, y) for x in (box[0], box[2]) for y in (box[1], box[3])]
+        px = [a * x + c * y + e for x, y in corners]
+        py = [b * x + d * y + f for x, y in corners]
         return (
-            math.floor(min(xs)) - pad,
-            math.floor(min(ys)) - pad,
-            math.ceil(max(xs)) + pad,
-            math.ceil(max(ys)) + pad,
+            math.floor(min(px)) - pad,
+            math.floor(min(py)) - pad,
+            math.ceil(max(px)) + pad,
+            math.ceil(max(py)) + pad,
         )
 
 
