@@ -86,13 +86,14 @@ class _Document:
 
     def visible(self, emails: Sequence[str]) -> list[str]:
         """Those of ``emails`` that a person sees on the page read last (at least one occurrence of each
-        shows ink against what is drawn under it), in the order given."""
+        shows ink against what is drawn under it), in the order their first visible occurrences come."""
         self._users.update(emails)
         page = self._page
         if page is None:
             return []
         with PDFIUM_LOCK:
-            return [email for email in emails if page.shows(email)]
+            shown = [(position, email) for email in emails if (position := page.shows(email)) is not None]
+        return [email for _, email in sorted(shown)]
 
     def close(self) -> None:
         """Release the page and the document."""
@@ -130,20 +131,22 @@ class _OpenPage:
         except BaseException:
             self.close()
             raise
-        self._shown: dict[str, bool] = {}
+        self._shown: dict[str, int | None] = {}
 
-    def shows(self, email: str) -> bool:
-        """Whether some occurrence of ``email`` on this page shows ink against what is drawn under it."""
-        shown = self._shown.get(email)
-        if shown is None:
+    def shows(self, email: str) -> int | None:
+        """Where (the first glyph of) the first occurrence of ``email`` on this page that shows ink against
+        what is drawn under it starts; None when none does."""
+        if email not in self._shown:
             assert self.textpage is not None
-            shown = any(
-                visibility.shows(self.page, self.textpage, self.checks, o.glyphs)
-                for o in self.occurrences
-                if o.email == email
+            self._shown[email] = next(
+                (
+                    min(o.glyphs)
+                    for o in self.occurrences
+                    if o.email == email and visibility.shows(self.page, self.textpage, self.checks, o.glyphs)
+                ),
+                None,
             )
-            self._shown[email] = shown
-        return shown
+        return self._shown[email]
 
     def close(self) -> None:
         if self.textpage is not None:

@@ -132,12 +132,13 @@ def scan(
                 rows.extend(new_rows)
                 users.update(normalise(row.email) for row in new_rows)
             named = [e for e in page.candidates if e in users]
-            shown: set[str] = set()
+            shown: list[str] = []
             if named:
                 t = clock()
-                shown = set(source.visible(named, left()))
+                shown = source.visible(named, left())  # in the order of their first visible occurrence
                 visibility_seconds += clock() - t
-            pages.append([e for e in page.candidates if e not in users or e in shown])
+            # The order that matters (PDFBATCH_MATCH_POLICY=first) is the users' order on the page.
+            pages.append([*(e for e in page.candidates if e not in users), *shown])
             decision = decide(pages, rows, policy)
             if decision is not None:
                 return result(decision)
