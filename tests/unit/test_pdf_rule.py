@@ -90,8 +90,15 @@ def test_a_partly_hidden_address_is_not_a_candidate() -> None:
 
 
 def test_a_filled_form_field_counts_as_text_unless_hidden() -> None:
-    assert linked(layouts.form("applicant@example.com"), "applicant@example.com") == "applicant@example.com"
-    assert linked(layouts.form("applicant@example.com", hidden=True), "applicant@example.com") is None
+    # GIVEN the address only as a form field's value: with its appearance stream, without one (the form
+    # asks viewers to draw it: NeedAppearances), and in a field flagged hidden
+    shown = layouts.form("applicant@example.com")
+    drawn_by_viewer = layouts.form("applicant@example.com", appearance=False)
+    hidden = layouts.form("applicant@example.com", hidden=True)
+    # THEN a field a viewer shows is text, a hidden one is not
+    assert linked(shown, "applicant@example.com") == "applicant@example.com"
+    assert linked(drawn_by_viewer, "applicant@example.com") == "applicant@example.com"
+    assert linked(hidden, "applicant@example.com") is None
 
 
 def test_text_at_four_points_is_read_and_below_is_not() -> None:
