@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import cpu, extraction, report
+from bench import cpu, extraction, matching, report
 from bench.report import Row, Target
 from pdfbatch.services.report import percentile
 
@@ -93,6 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 extraction.run(sizes.extract_resumes, sizes.extract_manuals, sizes.manual_pages)
             ),
         )
+        bench.section("1 matching", lambda: bench.rows.extend(matching.run(sizes.extract_resumes)))
     if "8" in sections:
         from bench import coldstart
 

@@ -45,11 +45,19 @@ def corpus(resumes: int, manuals: int, pages: int) -> dict[str, list[Doc]]:
     return out
 
 
-def project(doc: Doc, users: Mapping[str, str]) -> str | None:
-    """The pipeline's extractor: validate, then pypdfium2 page by page until a known address."""
+@dataclass(frozen=True)
+class User:
+    """A users row as the lookup returns it."""
 
-    def lookup(candidates: Sequence[str]) -> dict[str, str]:
-        return {c: users[c] for c in candidates if c in users}
+    id: str
+    email: str
+
+
+def project(doc: Doc, users: Mapping[str, str]) -> str | None:
+    """The pipeline's extractor: validate, then pypdfium2 page by page until a visible known address."""
+
+    def lookup(candidates: Sequence[str]) -> list[User]:
+        return [User(users[c], c) for c in candidates if c in users]
 
     found = pdf.scan(doc.data, lookup, max_pages=500, budget_seconds=60)
     return found.email

@@ -240,7 +240,7 @@ REASON_TEXT: dict[str, str] = {
     Reason.NO_TEXT_LAYER: "no text found (a scan or image-only PDF)",
     Reason.NO_EMAIL: "no email address found",
     Reason.NO_USER: "email address found, but no user has it",
-    Reason.AMBIGUOUS: "names more than one user; nobody was linked",
+    Reason.AMBIGUOUS: "names more than one user on the same page, so it was linked to nobody",
     Reason.ALREADY_LINKED: "the user already has a PDF on file",
     Reason.MALFORMED_PDF: "not a readable PDF (damaged, truncated or another file type)",
     Reason.ENCRYPTED: "password-protected",

@@ -70,12 +70,14 @@ def test_one_zip_of_every_bad_entry_ends_with_its_outcome_and_the_batch_complete
     # GIVEN one ZIP holding every entry case, then an ordinary résumé, and the users they name (and one
     # ZIP per users table of another shape, for the cases that need one)
     # WHEN it is staged and every message processed over the real MySQL and Redis
+    development = replace(deps)  # use_table points ``deps`` at each case's users table in turn
     observed, statuses, rows = cases.run_entry_cases(deps, cases.ENTRY_CASES, use_table)
     # AND each unreadable upload is staged on its own
-    archives = {case.name: cases.run_archive_case(deps, case) for case in cases.ARCHIVE_CASES}
+    archives = {case.name: cases.run_archive_case(development, case) for case in cases.ARCHIVE_CASES}
     # AND each upload case's scenario runs (each asserts what it proves)
     uploads = {
-        case.name: cases.run_upload_case(upload_world(deps, db, case), case) for case in cases.UPLOAD_CASES
+        case.name: cases.run_upload_case(upload_world(development, db, case), case)
+        for case in cases.UPLOAD_CASES
     }
     if os.environ.get("PDFBATCH_WRITE_CASES") == "1":
         DOC.write_text(cases.render(observed, archives, uploads), encoding="utf-8")
@@ -97,9 +99,9 @@ def test_one_zip_of_every_bad_entry_ends_with_its_outcome_and_the_batch_complete
         return [e.shown for c in group for e in c.entries]
 
     ordered = cases.in_run_order(cases.ENTRY_CASES)
-    development = [c for c in ordered if c.table is None]
+    plain = [c for c in ordered if c.table is None]
     stored = [r["entry_name"] for status in statuses for r in ledger_rows(db, status["batchId"])]
-    assert stored == [*names(development), "after-the-cases.pdf", *names(ordered[len(development) :])]
+    assert stored == [*names(plain), "after-the-cases.pdf", *names(ordered[len(plain) :])]
     # AND each unreadable upload failed its batch with its reason
     assert {n: (s["status"], s.get("reason")) for n, s in archives.items()} == {
         n: (s["status"], s["reason"]) for n, s in cases.expected_archives().items()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from bench import extraction, pipeline, seed_compare
+from bench import extraction, matching, pipeline, seed_compare
 from bench.cost import PRICE_PER_GB_SECOND, PRICE_PER_REQUEST, per_thousand
 from bench.report import Row, Target, render
 from bench.stack import Report
@@ -143,3 +143,13 @@ def test_seed_section_rows_come_from_interleaved_rounds() -> None:
     assert notes[0].startswith("2 files, tiny PDFs: the seed's one node thread was busy 1% of its time")
     assert "pdfbatch kept 0.0 cores busy and spent 2.07x the seed's CPU" in notes[0]
     assert "No other client used LocalStack" in notes[0]
+
+
+def test_matching_section_runs_on_a_tiny_corpus() -> None:
+    # WHEN the cost of issue 16's rule is measured on two résumés
+    rows = matching.run(resumes=2, rounds=1)
+    # THEN it reports the render check and the extraction ratio, every résumé linked (no timing checks)
+    figures = {r.figure: r for r in rows}
+    assert "matching: render check per linked résumé" in figures
+    assert figures["matching: extraction cost of the rule"].value > 0
+    assert "2 linked" in figures["matching: render check per linked résumé"].note

@@ -9,7 +9,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import pypdf
 import pypdfium2 as pdfium
@@ -21,6 +22,7 @@ from fixtures import pdfs
 from fixtures.apigw import ROOT
 from pdfbatch import pdf
 from pdfbatch.errors import EncryptedPdf, MalformedPdf, PdfTimeout
+from pdfbatch.matching import MatchPolicy
 from pdfbatch.model import Reason
 from pdfbatch.pdf import emails as pdf_emails
 from pdfbatch.pdf import pages as pdf_pages
@@ -28,20 +30,30 @@ from pdfbatch.pdf import reader as pdf_reader
 from pdfbatch.pdf import structure as pdf_structure
 
 
+@dataclass(frozen=True)
+class User:
+    """A users row as the lookup returns it."""
+
+    id: int
+    email: str
+
+
 class FakeUsers:
-    """The users table as a dict; records every lookup the scan makes."""
+    """The users table as a list of rows; records every lookup the scan makes."""
 
     def __init__(self, *emails: str) -> None:
-        self.ids = {email: i for i, email in enumerate(emails, start=1)}
+        self.rows = [User(i, email) for i, email in enumerate(emails, start=1)]
         self.calls: list[list[str]] = []
 
-    def __call__(self, candidates: Sequence[str]) -> Mapping[str, int]:
+    def __call__(self, candidates: Sequence[str]) -> list[User]:
         self.calls.append(list(candidates))
-        return {e: self.ids[e] for e in candidates if e in self.ids}
+        return [row for row in self.rows if row.email.lower() in candidates]
 
 
-def run_scan(data: bytes, users: FakeUsers, *, max_pages: int = 500, budget: float = 20.0) -> pdf.Scan[int]:
-    return pdf.scan(data, users, max_pages=max_pages, budget_seconds=budget)
+def run_scan(
+    data: bytes, users: FakeUsers, *, max_pages: int = 500, budget: float = 20.0, **kw: object
+) -> pdf.Scan[User]:
+    return pdf.scan(data, users, max_pages=max_pages, budget_seconds=budget, **kw)  # type: ignore[arg-type]
 
 
 def lenient_text(data: bytes) -> str:
@@ -82,6 +94,8 @@ def lenient_text(data: bytes) -> str:
         ("o'brien@example.ie", ["o'brien@example.ie"]),
         ("josé.garcía@exämple.de", ["josé.garcía@exämple.de"]),
         ("foo@xn--bcher-kva.ch", ["foo@xn--bcher-kva.ch"]),
+        ("{jane@example.com}", ["jane@example.com"]),
+        ("«jane@example.com»", ["jane@example.com"]),
     ],
 )
 def test_find_emails_strips_surrounding_punctuation_and_prefixes(text: str, expected: list[str]) -> None:
@@ -126,7 +140,7 @@ def test_find_emails_keeps_document_order_and_first_occurrence_case_insensitivel
     assert pdf.find_emails(text) == ["hr@agency.com", "jane@doe.dev"]
 
 
-@pytest.mark.parametrize("artefact", ["\u00ad", "\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\x00"])
+@pytest.mark.parametrize("artefact", ["\u00ad", "\u200b", "\u200c", "\u200d", "\u2060", "\ufeff"])
 def test_find_emails_joins_address_split_by_invisible_extraction_artefacts(artefact: str) -> None:
     # GIVEN an address with an invisible character inside, as text extraction sometimes leaves
     text = f"Contact: ali{artefact}ce@exa{artefact}mple.com"
@@ -142,11 +156,52 @@ def test_find_emails_spells_out_typographic_ligatures() -> None:
     assert pdf.find_emails("\ufb01ona@example.com") == ["fiona@example.com"]
 
 
-def test_find_emails_does_not_rejoin_addresses_broken_by_line_breaks() -> None:
-    # GIVEN an address split across lines (a guess could invent an address)
+def test_find_emails_never_returns_the_tail_of_an_address_broken_by_a_line_break() -> None:
+    # GIVEN an address split across lines in plain text (only the page layout can tell a wrap from
+    # a label on its own line; pdf/glyphs.py decides with the glyphs' positions)
     # WHEN candidates are extracted
-    # THEN the broken parts are not glued back
-    assert pdf.find_emails("alice.long-\nname@example.com") == ["name@example.com"]
+    # THEN neither a guess nor the tail is returned: "name@example.com" is someone else's address
+    assert pdf.find_emails("alice.long-\nname@example.com") == []
+    assert pdf.find_emails("maria.\r\nlopez@gmail.com") == []
+    # AND a line ending in an address, or in punctuation, does not hide the next line's address
+    assert pdf.find_emails("a@b.com\nc@d.com") == ["a@b.com", "c@d.com"]
+    assert pdf.find_emails("Email:\njane@x.com") == ["jane@x.com"]
+
+
+def test_a_glyph_without_unicode_mapping_is_an_unreadable_letter_not_a_gap() -> None:
+    # GIVEN an address with a glyph pdfium maps to no character (NUL) inside it
+    # WHEN candidates are extracted
+    # THEN nothing is returned: dropping the glyph ("alce") or cutting there ("ce@") names someone else
+    assert pdf.find_emails("ali\x00ce@example.com") == []
+    assert pdf.find_emails("alice@example.co\x00") == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("jane=doe@example.com", ["jane=doe@example.com"]),
+        ("Contact: jane=doe@example.com.", ["jane=doe@example.com"]),
+        ("x!#$%&*+/=?^_`{|}~-y@example.com", ["x!#$%&*+/=?^_`{|}~-y@example.com"]),
+        ("a/b@example.com", ["a/b@example.com"]),
+        ("--alice@example.com", ["--alice@example.com"]),
+        ("連絡先jane@example.jpです", ["jane@example.jp"]),
+        ("メール：taro.yamada@example.co.jp（東京）", ["taro.yamada@example.co.jp"]),
+        ("电子邮件zhang.wei@example.cn谢谢", ["zhang.wei@example.cn"]),
+        ("이메일kim@example.kr입니다", ["kim@example.kr"]),
+        ("иван.петров@почта.рф", ["иван.петров@почта.рф"]),
+        ("δοκιμή@παράδειγμα.δοκιμή", ["δοκιμή@παράδειγμα.δοκιμή"]),
+        ("Ñandú@example.es", ["ñandú@example.es"]),
+        ("e\u0301lise@example.fr", ["\u00e9lise@example.fr"]),
+    ],
+)
+def test_find_emails_reads_rfc_5322_local_parts_whole_and_stops_at_cjk(
+    text: str, expected: list[str]
+) -> None:
+    # GIVEN dot-atom local parts with RFC 5322's special characters, Latin/Greek/Cyrillic letters, or
+    # CJK text glued to an address without a space
+    # WHEN candidates are extracted
+    # THEN the local part is whole (never a tail after "=" or "/"), CJK never joins it, and it is NFC
+    assert pdf.find_emails(text) == expected
 
 
 @settings(max_examples=300, deadline=None)
@@ -362,12 +417,15 @@ def test_resume_email_is_matched_on_first_page() -> None:
     assert result == pdf.Scan(
         reason=Reason.MATCHED,
         email="alice.martin@example.com",
-        match=1,
+        match=User(1, "alice.martin@example.com"),
         pages_read=1,
         page_count=1,
         extract_seconds=result.extract_seconds,
         lookup_seconds=result.lookup_seconds,
         validate_seconds=result.validate_seconds,
+        users_named=1,
+        page=1,
+        visibility_seconds=result.visibility_seconds,
     )
     assert users.calls == [["alice.martin@example.com"]]
 
@@ -378,16 +436,30 @@ def test_first_matching_candidate_wins_over_earlier_non_user() -> None:
     # WHEN scanned
     result = run_scan(data, FakeUsers("jane@doe.dev"))
     # THEN the candidate is matched
-    assert (result.reason, result.email, result.match) == (Reason.MATCHED, "jane@doe.dev", 1)
+    assert (result.reason, result.email, result.match) == (
+        Reason.MATCHED,
+        "jane@doe.dev",
+        User(1, "jane@doe.dev"),
+    )
 
 
-def test_earlier_candidate_wins_when_both_are_users() -> None:
-    # GIVEN two addresses on the page, both users (ids given in the opposite order)
-    data = pdfs.text_pdf([["Sent by jobs@recruiter.example", "Candidate: jane@doe.dev"]])
+def test_a_page_naming_two_users_is_ambiguous_and_links_nobody() -> None:
+    # GIVEN a cover letter to a recruiter who is a user, from a candidate who is one too
+    data = pdfs.text_pdf([["To: jobs@recruiter.example", "From: jane@doe.dev"]])
     # WHEN scanned
     result = run_scan(data, FakeUsers("jane@doe.dev", "jobs@recruiter.example"))
-    # THEN the one that comes first in the document wins
-    assert (result.email, result.match) == ("jobs@recruiter.example", 2)
+    # THEN nobody is linked, and the result says how many users the page named, never who
+    assert (result.reason, result.match, result.email) == (Reason.AMBIGUOUS, None, None)
+    assert (result.users_named, result.page) == (2, 1)
+
+
+def test_policy_first_links_the_first_user_in_document_order() -> None:
+    # GIVEN the same page, scanned with PDFBATCH_MATCH_POLICY=first
+    data = pdfs.text_pdf([["To: jobs@recruiter.example", "From: jane@doe.dev"]])
+    # WHEN scanned
+    result = run_scan(data, FakeUsers("jane@doe.dev", "jobs@recruiter.example"), policy=MatchPolicy.FIRST)
+    # THEN the address that comes first in the document wins (ids given in the opposite order)
+    assert (result.email, result.match) == ("jobs@recruiter.example", User(2, "jobs@recruiter.example"))
 
 
 def test_match_on_earlier_page_wins_over_later_pages() -> None:
@@ -419,14 +491,27 @@ def test_lookup_is_called_once_per_page_with_only_new_candidates() -> None:
 
 
 def test_lookup_keys_are_compared_case_insensitively() -> None:
-    # GIVEN a lookup that answers with the address as stored (mixed case)
-    def lookup(candidates: Sequence[str]) -> Mapping[str, str]:
-        return {"Alice.Martin@Example.com": "row"} if "alice.martin@example.com" in candidates else {}
+    # GIVEN a lookup that answers with the address as stored (mixed case, a stray space)
+    stored = User(7, " Alice.Martin@Example.com")
+
+    def lookup(candidates: Sequence[str]) -> list[User]:
+        return [stored] if "alice.martin@example.com" in candidates else []
 
     # WHEN scanned
     result = pdf.scan(pdfs.cached("resume"), lookup, max_pages=5, budget_seconds=5)
     # THEN it still matches
-    assert (result.reason, result.match) == (Reason.MATCHED, "row")
+    assert (result.reason, result.match) == (Reason.MATCHED, stored)
+
+
+def test_a_row_the_collation_matched_but_the_address_differs_is_not_a_match() -> None:
+    # GIVEN a users table whose accent-insensitive collation returns "alice.martín" for "alice.martin"
+    def lookup(candidates: Sequence[str]) -> list[User]:
+        return [User(7, "alice.martín@example.com")]
+
+    # WHEN scanned
+    result = pdf.scan(pdfs.cached("resume"), lookup, max_pages=5, budget_seconds=5)
+    # THEN nothing fuzzy: the stored address is not the one on the page
+    assert result.reason == Reason.NO_USER
 
 
 @pytest.mark.parametrize(
@@ -486,7 +571,7 @@ def test_lookup_time_does_not_count_against_the_extraction_budget() -> None:
     clock = SteppingClock(0.001)
     users = FakeUsers("late@example.com")
 
-    def slow_lookup(candidates: Sequence[str]) -> Mapping[str, int]:
+    def slow_lookup(candidates: Sequence[str]) -> list[User]:
         clock.advance(30)
         return users(candidates)
 
@@ -516,15 +601,15 @@ def test_visible_mailto_text_is_matched() -> None:
     assert result.email == "m@example.com"
 
 
-def test_address_only_in_a_mailto_link_is_matched_after_the_page_text() -> None:
+def test_address_only_in_a_mailto_link_is_not_a_candidate() -> None:
     # GIVEN a page whose text says "Email me", linked to mailto:hidden@example.com
     data = pdfs.mailto_link_pdf("hidden@example.com", visible_text="Email me")
     users = FakeUsers("hidden@example.com")
     # WHEN scanned
     result = run_scan(data, users)
-    # THEN the link's address is a candidate
-    assert result.email == "hidden@example.com"
-    assert users.calls == [["hidden@example.com"]]
+    # THEN the link's address is not a candidate: nobody reading the page sees it
+    assert (result.reason, result.match) == (Reason.NO_EMAIL, None)
+    assert users.calls == []
 
 
 def test_pdfium_document_and_pages_are_closed_when_lookup_fails(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -541,7 +626,7 @@ def test_pdfium_document_and_pages_are_closed_when_lookup_fails(monkeypatch: pyt
         pages.append(real_get_page(self, index))
         return pages[-1]
 
-    def down(candidates: Sequence[str]) -> Mapping[str, int]:
+    def down(candidates: Sequence[str]) -> list[User]:
         raise ConnectionError("users table unreachable")
 
     monkeypatch.setattr(pdf_pages, "_open_pdfium", spy_open)
@@ -645,12 +730,12 @@ def _retire_reader() -> None:
 
 def test_reader_crash_is_a_malformed_pdf_not_a_dead_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     # GIVEN a reader, forked from here, that segfaults on the first page (as pdfium could on hostile input)
-    def crash(doc: pdfium.PdfDocument, index: int) -> tuple[str, list[str]]:
+    def crash(self: object, textpage: pdfium.PdfTextPage) -> None:
         os.kill(os.getpid(), signal.SIGSEGV)
         raise AssertionError("unreachable")
 
     _retire_reader()
-    monkeypatch.setattr(pdf_pages, "_page_text", crash)
+    monkeypatch.setattr(pdf_pages._PdfiumGlyphs, "__init__", crash)
     # WHEN scanned  THEN the file is malformed and the signal is named
     try:
         with pytest.raises(MalformedPdf, match="signal 11"):
@@ -673,7 +758,7 @@ def test_one_reader_serves_every_document_and_survives_a_failed_lookup() -> None
     # GIVEN a 100-page document with an address on every page, and a users table that goes down
     data = pdfs.text_pdf([f"Contact: p{i}@example.com" for i in range(100)])
 
-    def down(candidates: Sequence[str]) -> Mapping[str, int]:
+    def down(candidates: Sequence[str]) -> list[User]:
         raise ConnectionError("users table unreachable")
 
     pdf.scan(pdfs.cached("resume"), FakeUsers(), max_pages=5, budget_seconds=20)

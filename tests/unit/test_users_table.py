@@ -30,7 +30,15 @@ from pdfbatch.cli.batches import why
 from pdfbatch.config import Settings, UsersTable
 from pdfbatch.errors import ConfigError, UsersTableError
 from pdfbatch.logs import logger
-from pdfbatch.model import REASON_OUTCOME, FileResult, Reason, final_key, key_segment, user_id_of_segment
+from pdfbatch.model import (
+    REASON_OUTCOME,
+    REASON_TEXT,
+    FileResult,
+    Reason,
+    final_key,
+    key_segment,
+    user_id_of_segment,
+)
 from pdfbatch.ports import UserRow
 from pdfbatch.services import Deps, gc, processing, staging, views
 
@@ -268,7 +276,7 @@ def test_two_users_on_the_deciding_page_are_ambiguous_and_nobody_is_linked(
     assert objects(deps, "pdfs/") == []
     item = views.list_files(deps, batch)["items"][0]
     assert (item["reason"], item["usersNamed"], item["userId"]) == ("ambiguous", 2, None)
-    assert why(item) == "names more than one user; nobody was linked (2 users named)"
+    assert why(item) == f"{REASON_TEXT[Reason.AMBIGUOUS]} (2 users named)"
     assert views.batch_status(deps, batch)["reasons"] == {"ambiguous": 1}
 
 
@@ -353,6 +361,7 @@ class StubScan:
     extract_seconds = 0.01
     lookup_seconds = 0.0
     validate_seconds = 0.0
+    visibility_seconds = 0.0
     pages_read = 1
 
     def __init__(self, reason: str, match: UserRow | None, users_named: int) -> None:

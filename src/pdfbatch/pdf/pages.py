@@ -1,10 +1,18 @@
-"""A validated document's pages, one at a time: the text pdfium extracts from each (ordered by position
-on the page) and the addresses of its mailto: links, turned into the page's new candidate emails.
+"""A validated document's pages, one at a time: the addresses a person can see on each (rule "visible").
 
-_read is every step that parses untrusted bytes, validation included. It runs where scan() puts it: in
-the forked reader (reader.py) by default, or in this process (scan._InProcess). It has a module of its
-own because both of those drive it and scan.py imports reader.py: in scan.py it would make the two
-import each other.
+_Document is every step that parses untrusted bytes, validation included. It runs where scan() puts it:
+in the forked reader (reader.py) by default, or in this process (scanning._InProcess). It has a module
+of its own because both of those drive it and scanning.py imports reader.py.
+
+Per page: pdfium's characters -> glyphs.occurrences (addresses whole, across wraps and letter
+spacing) -> the cheap checks per glyph (visibility.py: render mode, colour alpha, size, crop box) ->
+the page's candidates. The render check (visibility.shows) is done afterwards, and only for the
+candidates the caller says belong to users (``visible``), while the page is still open.
+
+Filled form fields count as text: on a page with widgets, the document's form-fill environment draws
+their values into the page (FPDFPage_Flatten, on this in-memory copy only), so a value is read and
+checked like any other text, hidden fields (the annotation's hidden or no-view flag) excepted.
+mailto: links are not read: the address behind "Email me" is not something a person sees.
 
 No I/O: the document is bytes in memory. pdfium is not thread-safe: every call into it goes through
 PDFIUM_LOCK.
@@ -14,22 +22,16 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from collections.abc import Generator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from urllib.parse import unquote
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from pdfbatch.errors import MalformedPdf
-from pdfbatch.pdf.emails import find_emails
-from pdfbatch.pdf.structure import PdfInfo, _check_page_tree, _open_pdfium, validate
-
-# At most this many new candidates per page go to one lookup (a page listing thousands of addresses
-# must not become a giant SQL IN list); the rest of that page's candidates are dropped.
-MAX_CANDIDATES_PER_PAGE = 200
-# At most this many link annotations are read per page.
-_MAX_LINKS_PER_PAGE = 500
+from pdfbatch.pdf import visibility
+from pdfbatch.pdf.glyphs import Box, occurrences
+from pdfbatch.pdf.structure import _check_page_tree, _open_pdfium, validate
 
 # PDFium is not thread-safe: every call into it from this process goes through this lock. A Lambda
 # execution environment runs one invocation at a time, so it only matters for threaded callers
@@ -39,77 +41,157 @@ PDFIUM_LOCK = threading.RLock()
 
 @dataclass(frozen=True)
 class _Page:
-    """What a page offers the matcher: its candidate emails not seen on earlier pages, with how many
-    pages have been read so far and whether any of them held text."""
+    """What a page offers the matcher: its candidate addresses in document order, without those an
+    earlier page already offered unless they belong to users (a user's address may be hidden on one
+    page and visible on the next), with how many pages have been read and whether any held text."""
 
     candidates: list[str]
     any_text: bool
     pages_read: int
 
 
-def _read(data: bytes, max_pages: int) -> Generator[PdfInfo | _Page, None, None]:
-    """Validate ``data``, then yield each page's candidates: every step that parses untrusted bytes."""
-    info = validate(data)
-    yield info
-    seen: set[str] = set()
-    any_text = False
-    with PDFIUM_LOCK:
-        doc = _open_pdfium(data)
-    try:
+class _Document:
+    """One validated document open in pdfium, read a page at a time (``pages``); ``visible`` confirms,
+    by rendering, which of the last page's candidates a person sees. ``close`` releases pdfium."""
+
+    def __init__(self, data: bytes, max_pages: int) -> None:
+        self.info = validate(data)
+        self._max_pages = max_pages
+        self._offered: set[str] = set()  # candidates offered on earlier pages
+        self._users: set[str] = set()  # candidates the caller asked to confirm (they belong to users)
+        self._page: _OpenPage | None = None
         with PDFIUM_LOCK:
-            _check_page_tree(doc, info.page_count)
-        n_pages = min(info.page_count, max_pages)
-        for index in range(n_pages):
+            self._doc = _open_pdfium(data)
+            try:
+                _check_page_tree(self._doc, self.info.page_count)
+                self._forms = pdfium_c.FPDF_GetFormType(self._doc) != pdfium_c.FORMTYPE_NONE
+                if self._forms:
+                    self._doc.init_forms()
+            except BaseException:
+                self._doc.close()
+                raise
+
+    def pages(self) -> Iterator[_Page]:
+        """Each page's candidates, in page order, up to ``max_pages``."""
+        any_text = False
+        for index in range(min(self.info.page_count, self._max_pages)):
             with PDFIUM_LOCK:
-                text, links = _page_text(doc, index)
-            fresh = [e for e in dict.fromkeys(find_emails(text) + links) if e not in seen]
-            fresh = fresh[:MAX_CANDIDATES_PER_PAGE]
-            seen.update(fresh)
-            any_text = any_text or bool(text.strip())
+                self._close_page()
+                self._page = page = _OpenPage(self._doc, index, self._forms)
+            emails = list(dict.fromkeys(o.email for o in page.occurrences))
+            fresh = [e for e in emails if e not in self._offered or e in self._users]
+            self._offered.update(emails)
+            any_text = any_text or page.any_text
             yield _Page(fresh, any_text, index + 1)
-    finally:
+
+    def visible(self, emails: Sequence[str]) -> list[str]:
+        """Those of ``emails`` that a person sees on the page read last (at least one occurrence of each
+        shows ink against what is drawn under it), in the order their first visible occurrences come."""
+        self._users.update(emails)
+        page = self._page
+        if page is None:
+            return []
         with PDFIUM_LOCK:
-            doc.close()
+            shown = [(position, email) for email in emails if (position := page.shows(email)) is not None]
+        return [email for _, email in sorted(shown)]
+
+    def close(self) -> None:
+        """Release the page and the document."""
+        with PDFIUM_LOCK:
+            self._close_page()
+            self._doc.close()
+
+    def _close_page(self) -> None:
+        if self._page is not None:
+            self._page.close()
+            self._page = None
 
 
-def _page_text(doc: pdfium.PdfDocument, index: int) -> tuple[str, list[str]]:
-    """The text of page ``index`` and the addresses of its mailto: links."""
-    try:
-        page = doc[index]
-    except pdfium.PdfiumError as exc:
-        raise MalformedPdf(f"page {index + 1} cannot be loaded") from exc
-    try:
-        textpage = page.get_textpage()
+class _OpenPage:
+    """A loaded page with its text page, and the occurrences of addresses that pass the cheap checks."""
+
+    def __init__(self, doc: pdfium.PdfDocument, index: int, forms: bool) -> None:
         try:
-            # get_text_bounded orders characters by position; get_text_range follows pdfium's char list,
-            # which breaks glyphs drawn out of order into one line each.
-            text: str = textpage.get_text_bounded()
-        finally:
-            textpage.close()
-        return text, _mailto_links(doc, page)
-    except pdfium.PdfiumError as exc:
-        raise MalformedPdf(f"page {index + 1} text cannot be read") from exc
-    finally:
-        page.close()
+            self.page = doc[index]
+        except pdfium.PdfiumError as exc:
+            raise MalformedPdf(f"page {index + 1} cannot be loaded") from exc
+        self.textpage: pdfium.PdfTextPage | None = None
+        try:
+            if forms and visibility.draw_form_fields(doc, self.page):
+                self.page.close()
+                self.page = doc[index]  # reloaded: the flattened field values are now page content
+            self.textpage = self.page.get_textpage()
+            glyphs = _PdfiumGlyphs(self.textpage)
+            self.any_text = bool(glyphs.text.strip())
+            self.checks = visibility.GlyphChecks(self.page, self.textpage)
+            self.occurrences = [o for o in occurrences(glyphs) if all(map(self.checks.visible, o.glyphs))]
+        except pdfium.PdfiumError as exc:
+            self.close()
+            raise MalformedPdf(f"page {index + 1} text cannot be read") from exc
+        except BaseException:
+            self.close()
+            raise
+        self._shown: dict[str, int | None] = {}
+
+    def shows(self, email: str) -> int | None:
+        """Where (the first glyph of) the first occurrence of ``email`` on this page that shows ink against
+        what is drawn under it starts; None when none does."""
+        if email not in self._shown:
+            assert self.textpage is not None
+            self._shown[email] = next(
+                (
+                    min(o.glyphs)
+                    for o in self.occurrences
+                    if o.email == email and visibility.shows(self.page, self.textpage, self.checks, o.glyphs)
+                ),
+                None,
+            )
+        return self._shown[email]
+
+    def close(self) -> None:
+        if self.textpage is not None:
+            self.textpage.close()
+            self.textpage = None
+        self.page.close()
 
 
-def _mailto_links(doc: pdfium.PdfDocument, page: pdfium.PdfPage) -> list[str]:
-    """Addresses of the page's ``mailto:`` link annotations (a clickable "Email me" hides the address)."""
-    emails: list[str] = []
-    pos = ctypes.c_int(0)
-    link = pdfium_c.FPDF_LINK()
-    for _ in range(_MAX_LINKS_PER_PAGE):
-        if not pdfium_c.FPDFLink_Enumerate(page, ctypes.byref(pos), ctypes.byref(link)):
-            break
-        action = pdfium_c.FPDFLink_GetAction(link)
-        if not action or pdfium_c.FPDFAction_GetType(action) != pdfium_c.PDFACTION_URI:
-            continue
-        size = pdfium_c.FPDFAction_GetURIPath(doc, action, None, 0)
-        if size <= 0 or size > 4096:
-            continue
-        buf = ctypes.create_string_buffer(size)
-        pdfium_c.FPDFAction_GetURIPath(doc, action, buf, size)
-        uri = buf.value.decode("latin-1")
-        if uri[:7].lower() == "mailto:":
-            emails.extend(find_emails(unquote(uri[7:].split("?", 1)[0])))
-    return emails
+class _PdfiumGlyphs:
+    """glyphs.Glyphs over a pdfium text page."""
+
+    def __init__(self, textpage: pdfium.PdfTextPage) -> None:
+        self._raw = textpage.raw
+        count = pdfium_c.FPDFText_CountChars(self._raw)
+        self.text = _aligned_text(self._raw, 0, count) if count > 0 else ""
+        self._box = pdfium_c.FS_RECTF()
+
+    def generated(self, index: int) -> bool:
+        return bool(pdfium_c.FPDFText_IsGenerated(self._raw, index) == 1)
+
+    def box(self, index: int) -> Box:
+        pdfium_c.FPDFText_GetLooseCharBox(self._raw, index, self._box)
+        box = self._box
+        return (box.left, box.bottom, box.right, box.top)
+
+
+def _aligned_text(textpage: pdfium_c.FPDF_TEXTPAGE, start: int, count: int) -> str:
+    """The characters ``start`` to ``start + count``, exactly one per index.
+
+    FPDFText_GetText drops characters that map to no Unicode value (NUL), which would shift every
+    index after them, so a range whose text comes back short is split until the gaps are found; a
+    missing character becomes NUL (a glyph nobody can read, which ends any address).
+    """
+    text = _get_text(textpage, start, count)
+    if len(text) == count:
+        return text
+    if count <= 16:
+        return "".join(chr(pdfium_c.FPDFText_GetUnicode(textpage, i)) for i in range(start, start + count))
+    half = count // 2
+    return _aligned_text(textpage, start, half) + _aligned_text(textpage, start + half, count - half)
+
+
+def _get_text(textpage: pdfium_c.FPDF_TEXTPAGE, start: int, count: int) -> str:
+    buffer = ctypes.create_string_buffer((count + 1) * 2)
+    written = pdfium_c.FPDFText_GetText(
+        textpage, start, count, ctypes.cast(buffer, ctypes.POINTER(ctypes.c_ushort))
+    )
+    return buffer.raw[: max(written - 1, 0) * 2].decode("utf-16-le", errors="replace")

@@ -1,5 +1,5 @@
-"""The forked reader: a long-lived child of this process that runs pages._read, one document at a time,
-so the per-file budget can stop a parse that never ends (the child is killed and replaced), and a
+"""The forked reader: a long-lived child of this process that reads documents (pages._Document), one at
+a time, so the per-file budget can stop a parse that never ends (the child is killed and replaced), and a
 parser crash or memory blow-up costs the child, not this process.
 
 I/O, all of it local: it forks, talks to the child over a socketpair (no /dev/shm on Lambda, so no
@@ -23,11 +23,13 @@ import re
 import resource
 import signal
 import threading
+import time
+from collections.abc import Iterator, Sequence
 from multiprocessing.connection import Connection
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from pdfbatch.errors import EncryptedPdf, MalformedPdf, PdfRejected, PdfTimeout
-from pdfbatch.pdf.pages import PDFIUM_LOCK, _Page, _read
+from pdfbatch.pdf.pages import PDFIUM_LOCK, _Document, _Page
 from pdfbatch.pdf.structure import PdfInfo, logger
 
 # What the reader may allocate beyond what it inherits: text extraction needs tens of MiB, while a page
@@ -36,6 +38,8 @@ from pdfbatch.pdf.structure import PdfInfo, logger
 CHILD_MEMORY_BYTES = 512 * 1024 * 1024
 # A reader is replaced after this many documents, so whatever pdfium or the allocator keep never adds up.
 READER_MAX_SCANS = 500
+# Candidates per pipe message: a page listing 100,000 addresses crosses the pipe in pieces of ~300 KB.
+CHUNK = 10_000
 _REJECTIONS: dict[str, type[PdfRejected]] = {"malformed_pdf": MalformedPdf, "encrypted": EncryptedPdf}
 # Readers that were killed or retired but not reaped yet: reaped without waiting on the next fork, so
 # no scan pays for a process's exit. A zombie holds no memory.
@@ -110,8 +114,9 @@ def _reader() -> _Reader:
 
 
 class _Remote:
-    """One document read by this thread's reader; the reader waits for a verdict after each page that
-    brought candidates ("go" on, or "stop"), so it never reads past the page that matched."""
+    """One document read by this thread's reader. After each page that brought candidates the reader
+    waits: for "visible" (which of these addresses does a person see? it renders them and answers
+    "shown"), then for the verdict, "go" on or "stop", so it never reads past the page that decided."""
 
     def __init__(self, data: bytes, max_pages: int) -> None:
         self._reader = _reader()
@@ -132,18 +137,20 @@ class _Remote:
         if self._awaiting_verdict:
             conn.send_bytes(b"go")
             self._awaiting_verdict = False
-        if not conn.poll(max(timeout, 0.0)):
-            raise PdfTimeout("budget spent inside one page or the structure check")
-        try:
-            message = json.loads(conn.recv_bytes())
-        except EOFError:
-            raise MalformedPdf(f"the PDF reader died ({self._reader.exit_status()})") from None
+        deadline = time.monotonic() + max(timeout, 0.0)
+        message = self._receive(deadline)
         kind = message[0]
         if kind == "info":
             return PdfInfo(page_count=message[1], encrypted=message[2], version=message[3])
         if kind == "page":
-            self._awaiting_verdict = bool(message[1])
-            return _Page(candidates=message[1], any_text=message[2], pages_read=message[3])
+            candidates: list[str] = list(message[1])
+            while not message[2]:  # more chunks of this page's candidates follow
+                message = self._receive(deadline)
+                if message[0] != "page":
+                    raise RuntimeError("PDF reader broke off a page")
+                candidates.extend(message[1])
+            self._awaiting_verdict = bool(candidates)
+            return _Page(candidates=candidates, any_text=message[3], pages_read=message[4])
         self._idle = True
         if kind == "end":
             return None
@@ -154,14 +161,48 @@ class _Remote:
         self._reader.retire(kill=True)
         raise RuntimeError(f"PDF reader failed with {message[1]}")
 
+    def visible(self, emails: Sequence[str], timeout: float) -> list[str]:
+        """Which of ``emails`` (candidates of the page just read) a person sees there."""
+        conn = self._reader.conn
+        deadline = time.monotonic() + max(timeout, 0.0)
+        self._awaiting_verdict = False  # until it answers, it is busy: close() kills it
+        for chunk, last in _chunks(emails):
+            conn.send_bytes(json.dumps(["visible", chunk, last]).encode())
+        shown: list[str] = []
+        while True:
+            message = self._receive(deadline)
+            if message[0] != "shown":
+                self._reader.retire(kill=True)
+                raise RuntimeError(f"PDF reader answered {message[0]!r} to a visibility check")
+            shown.extend(message[1])
+            if message[2]:
+                self._awaiting_verdict = True
+                return shown
+
+    def _receive(self, deadline: float) -> list[Any]:
+        conn = self._reader.conn
+        if not conn.poll(max(deadline - time.monotonic(), 0.0)):
+            raise PdfTimeout("budget spent inside one page or the structure check")
+        try:
+            message: list[Any] = json.loads(conn.recv_bytes())
+        except EOFError:
+            raise MalformedPdf(f"the PDF reader died ({self._reader.exit_status()})") from None
+        return message
+
     def close(self) -> None:
         if self._idle or not self._reader.alive:
             return
         if self._awaiting_verdict:
-            # A match, or the lookup failed: the reader waits for us, so it can be told to stop.
+            # A decision, or the lookup failed: the reader waits for us, so it can be told to stop.
             self._reader.conn.send_bytes(b"stop")
             return
         self._reader.retire(kill=True)  # busy inside the document: the budget ran out, or we failed
+
+
+def _chunks(items: Sequence[str]) -> Iterator[tuple[list[str], bool]]:
+    """``items`` in pieces of at most CHUNK, each with whether it is the last (at least one piece)."""
+    for start in range(0, max(len(items), 1), CHUNK):
+        yield list(items[start : start + CHUNK]), start + CHUNK >= len(items)
 
 
 def _reap() -> None:
@@ -207,8 +248,12 @@ def _warm_up() -> None:
     tables) is then inherited by every reader instead of being loaded again by each."""
     global _warmed
     if not _warmed:
-        for _ in _read(_minimal_pdf("warm.up@example.com"), 1):
-            continue
+        document = _Document(_minimal_pdf("warm.up@example.com"), 1)
+        try:
+            for _ in document.pages():
+                document.visible(["warm.up@example.com"])
+        finally:
+            document.close()
         _warmed = True
 
 
@@ -262,23 +307,23 @@ def _read_one(conn: Connection) -> bool:  # pragma: no cover - runs in the forke
     """Read one document for the parent; False when this reader must not be used again."""
     max_pages = json.loads(conn.recv_bytes())[1]
     data = conn.recv_bytes()
-    events = _read(data, max_pages)
-    last: _Page | None = None  # pages without candidates are only told about at the end (fewer messages)
+    document: _Document | None = None
     try:
-        for event in events:
-            if isinstance(event, PdfInfo):
-                info = ["info", event.page_count, event.encrypted, event.version]
-                conn.send_bytes(json.dumps(info).encode())
-                continue
-            last = event
-            if not event.candidates:
+        document = _Document(data, max_pages)
+        info = document.info
+        conn.send_bytes(json.dumps(["info", info.page_count, info.encrypted, info.version]).encode())
+        last: _Page | None = None  # pages without candidates are only told about at the end (fewer messages)
+        for page in document.pages():
+            last = page
+            if not page.candidates:
                 continue
             last = None
-            conn.send_bytes(json.dumps(["page", event.candidates, event.any_text, event.pages_read]).encode())
-            if conn.recv_bytes() == b"stop":
+            for chunk, final in _chunks(page.candidates):
+                conn.send_bytes(json.dumps(["page", chunk, final, page.any_text, page.pages_read]).encode())
+            if not _answer(conn, document):
                 return True
         if last is not None:
-            conn.send_bytes(json.dumps(["page", [], last.any_text, last.pages_read]).encode())
+            conn.send_bytes(json.dumps(["page", [], True, last.any_text, last.pages_read]).encode())
         conn.send_bytes(b'["end"]')
         return True
     except PdfRejected as exc:
@@ -292,4 +337,22 @@ def _read_one(conn: Connection) -> bool:  # pragma: no cover - runs in the forke
         conn.send_bytes(json.dumps(["error", type(exc).__name__]).encode())
         return False
     finally:
-        events.close()
+        if document is not None:
+            document.close()
+
+
+def _answer(conn: Connection, document: _Document) -> bool:  # pragma: no cover - runs in the child
+    """Serve the parent's visibility checks on the page just sent; then True to go on, False to stop."""
+    asked: list[str] = []
+    while True:
+        message = conn.recv_bytes()
+        if message == b"go":
+            return True
+        if message == b"stop":
+            return False
+        request = json.loads(message)
+        asked.extend(request[1])
+        if request[2]:
+            for chunk, final in _chunks(document.visible(asked)):
+                conn.send_bytes(json.dumps(["shown", chunk, final]).encode())
+            asked = []

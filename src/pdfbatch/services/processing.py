@@ -11,8 +11,7 @@ import dataclasses
 import hashlib
 import random
 import time
-import unicodedata
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +20,7 @@ from pdfbatch.config import PER_FILE_IO, Settings
 from pdfbatch.errors import DependencyUnavailable, NotFound, PdfRejected, UsersTableError
 from pdfbatch.logs import logger
 from pdfbatch.model import FileResult, FileTask, Outcome, Reason, final_key
-from pdfbatch.ports import FileRow, UserRow, Users
+from pdfbatch.ports import FileRow, UserRow
 from pdfbatch.services import tally
 from pdfbatch.services.deps import Deps
 
@@ -94,6 +93,7 @@ def _match_and_link(
     timings["validate"] = getattr(scan, "validate_seconds", 0.0)
     timings["extract"] = scan.extract_seconds
     timings["match"] = scan.lookup_seconds
+    timings["visibility"] = scan.visibility_seconds
     timings["pages"] = float(scan.pages_read)
 
     user = verdict.user
@@ -181,66 +181,22 @@ def unlinked_result(verdict: Verdict, sha: str, timings: Mapping[str, float]) ->
     return FileResult(Outcome.SKIPPED_NO_MATCH, str(verdict.reason), sha256=sha, detail=detail)
 
 
-# ---- The scan, until issue 16's pdf half lands ---------------------------------------------------
-# Then pdf.scan takes the rows lookup and the policy itself and reports the decision (reason, match,
-# users_named); _scan becomes
-#     scan = pdf.scan(data, deps.users.find_by_emails, max_pages=..., budget_seconds=...,
-#                     policy=MatchPolicy(deps.settings.match_policy))
-#     return scan, Verdict(scan.reason, scan.match, scan.users_named)
-# and _page_lookup, _rows_verdict and _normalise go. Until then today's scan (the first candidate in
-# document order that its lookup knows) is given a lookup that applies the rule to each page's rows.
-
-
 def _scan(deps: Deps, data: bytes) -> tuple[Any, Verdict]:
+    """Read the document until the matching rule decides (pdf.scan over the users table's rows)."""
     # Imported here, not at the top: unzip and status never parse a PDF, and pypdf, pypdfium2 and
     # cryptography cost ~20 MB of resident memory in every execution environment that loads them.
     from pdfbatch import pdf
+    from pdfbatch.matching import MatchPolicy
 
     s = deps.settings
     scan = pdf.scan(
         data,
-        _page_lookup(deps.users, s.match_policy),
+        deps.users.find_by_emails,
         max_pages=s.limits.max_pages,
         budget_seconds=s.limits.file_budget_seconds,
+        policy=MatchPolicy(s.match_policy),
     )
-    return scan, _rows_verdict(scan.reason, scan.match)
-
-
-def _page_lookup(users: Users, policy: str) -> Callable[[Sequence[str]], dict[str, tuple[UserRow, ...]]]:
-    """A lookup for today's pdf.scan: each page's new candidates -> {candidate: the users it names}.
-
-    unique: when the page's candidates name two or more distinct users (two addresses, or one address
-    on two rows), the first named candidate gets all of them (an ambiguous verdict). first: each
-    candidate its own users (the scan takes the first; two rows on it are ambiguous all the same).
-    """
-
-    def lookup(emails: Sequence[str]) -> dict[str, tuple[UserRow, ...]]:
-        by_email: dict[str, dict[str, UserRow]] = {}
-        for row in users.find_by_emails(emails):
-            by_email.setdefault(_normalise(row.email), {}).setdefault(row.id, row)
-        named = [e for e in emails if _normalise(e) in by_email]
-        if policy == "unique" and named:
-            on_page: dict[str, UserRow] = {}
-            for email in named:
-                for user_id, row in by_email[_normalise(email)].items():
-                    on_page.setdefault(user_id, row)
-            if len(on_page) > 1:
-                return {named[0]: tuple(on_page.values())}
-        return {e: tuple(by_email[_normalise(e)].values()) for e in named}
-
-    return lookup
-
-
-def _rows_verdict(reason: str, rows: Sequence[UserRow] | None) -> Verdict:
-    if rows and len(rows) > 1:
-        return Verdict(Reason.AMBIGUOUS, None, len(rows))
-    if reason == Reason.MATCHED and rows:
-        return Verdict(Reason.MATCHED, rows[0], 1)
-    return Verdict(reason)
-
-
-def _normalise(email: str) -> str:
-    return unicodedata.normalize("NFC", email.strip()).lower()
+    return scan, Verdict(scan.reason, scan.match, scan.users_named)
 
 
 def _finish(deps: Deps, task: FileTask, result: FileResult, started: float) -> FileRow:

@@ -1,0 +1,126 @@
+"""Who a PDF is linked to: the rule, as one pure function over what the scan saw and what the lookup said.
+
+The scan (pdfbatch.pdf) reads a document page by page and gives, for every page read so far, the
+addresses a person can see there, whole, in document order (lowercased). The users table answers with
+every row whose email is one of them (two rows may share an email). ``decide`` turns that into a
+Decision, or None while the pages read so far decide nothing and the scan should read on:
+
+  UNIQUE (the default): the first page, in page order, on which any user's address is visible decides.
+    Exactly one distinct user there -> MATCHED with that user. Two or more (two addresses of two users,
+    or one address that two rows share) -> AMBIGUOUS: nobody is linked, and the result says how many
+    users were named, never who. Pages after the deciding page are never read.
+  FIRST (PDFBATCH_MATCH_POLICY=first): the first address in document order that belongs to a user
+    wins; if two rows share that address it is AMBIGUOUS all the same (never an arbitrary pick).
+
+At the end of the document without a decision: NO_USER when any address was seen, NO_EMAIL when the
+document had text but no address, NO_TEXT_LAYER when it had no text at all.
+
+No I/O, no PDF library: it knows nothing of how the addresses were found or looked up.
+"""
+
+from __future__ import annotations
+
+import enum
+import unicodedata
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Generic, Literal, Protocol, TypeVar, overload
+
+from pdfbatch.model import Reason
+
+
+class Row(Protocol):
+    """What the rule needs from a users row: who it is (``id``) and its stored ``email``."""
+
+    @property
+    def id(self) -> Hashable: ...
+
+    @property
+    def email(self) -> str: ...
+
+
+R = TypeVar("R", bound=Row)
+
+
+class MatchPolicy(enum.StrEnum):
+    """Which user a document names (``PDFBATCH_MATCH_POLICY``)."""
+
+    UNIQUE = "unique"  # the only user named on the first page that names one; else ambiguous
+    FIRST = "first"  # the first user's address in document order
+
+
+@dataclass(frozen=True)
+class Decision(Generic[R]):
+    """The verdict on one document: ``user`` only when MATCHED; ``page`` (1-based) that decided."""
+
+    reason: Reason  # MATCHED | AMBIGUOUS | NO_USER | NO_EMAIL | NO_TEXT_LAYER
+    user: R | None = None
+    users_named: int = 0  # distinct users named on the deciding page (AMBIGUOUS: 2 or more)
+    page: int | None = None
+    email: str | None = None  # the address that linked (MATCHED only: an ambiguous result names nobody)
+
+
+@overload
+def decide(
+    pages: Sequence[Sequence[str]],
+    rows: Iterable[R],
+    policy: MatchPolicy = ...,
+    *,
+    complete: Literal[True],
+    any_text: bool = ...,
+) -> Decision[R]: ...
+
+
+@overload
+def decide(
+    pages: Sequence[Sequence[str]],
+    rows: Iterable[R],
+    policy: MatchPolicy = ...,
+    *,
+    complete: bool = ...,
+    any_text: bool = ...,
+) -> Decision[R] | None: ...
+
+
+def decide(
+    pages: Sequence[Sequence[str]],
+    rows: Iterable[R],
+    policy: MatchPolicy = MatchPolicy.UNIQUE,
+    *,
+    complete: bool = False,
+    any_text: bool = True,
+) -> Decision[R] | None:
+    """The decision the pages read so far support, or None to read on.
+
+    ``pages``: each page's visible, whole candidate addresses in document order (``normalise``d), every
+    page read so far in page order. ``rows``: what the lookup returned for them (any order, duplicates
+    kept). ``complete``: no page follows (the document ended or the page limit was reached): then a
+    decision is always returned, ``any_text`` telling NO_EMAIL from NO_TEXT_LAYER.
+    """
+    by_email: dict[str, dict[Hashable, R]] = {}
+    for row in rows:
+        by_email.setdefault(normalise(row.email), {}).setdefault(row.id, row)
+    for number, candidates in enumerate(pages, start=1):
+        named = [email for email in candidates if email in by_email]
+        if not named:
+            continue
+        if policy is MatchPolicy.FIRST:
+            named = named[:1]
+        users: dict[Hashable, R] = {}
+        for email in named:
+            for key, row in by_email[email].items():
+                users.setdefault(key, row)  # one user: the row of its first address on the page
+        if len(users) == 1:
+            (user,) = users.values()
+            return Decision(Reason.MATCHED, user, 1, number, named[0])
+        return Decision(Reason.AMBIGUOUS, None, len(users), number)
+    if not complete:
+        return None
+    if any(pages):
+        return Decision(Reason.NO_USER)
+    return Decision(Reason.NO_EMAIL if any_text else Reason.NO_TEXT_LAYER)
+
+
+def normalise(email: str) -> str:
+    """An address as candidates are written and compared: trimmed, NFC, lowercased (nothing fuzzy)."""
+    return unicodedata.normalize("NFC", email.strip()).lower()

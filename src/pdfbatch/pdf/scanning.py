@@ -1,0 +1,184 @@
+"""scan(): validate a document, then read it page by page until the rule (pdfbatch.matching) decides who
+it names, or say why nobody: the first page on which a user's address is visible decides (early exit:
+no page after it is read).
+
+Per page: the reader sends the page's candidates (visible by the cheap checks, whole); the caller's
+lookup returns the users rows for the new ones; the reader renders just the addresses that belong to
+users and says which a person sees; matching.decide says whether that page decides.
+
+The parsing runs in this thread's forked reader (reader.py), or with isolate=False in this process
+(_InProcess drives pages._Document); either way the lookups, the budget and the verdict stay here. No
+I/O of its own: the lookup is the caller's (the users table), and the reader is reached through its
+pipe.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Generic, Protocol
+
+from pdfbatch.errors import PdfTimeout
+from pdfbatch.matching import Decision, MatchPolicy, R, decide, normalise
+from pdfbatch.model import Reason
+from pdfbatch.pdf.pages import _Document, _Page
+from pdfbatch.pdf.reader import _Remote
+from pdfbatch.pdf.structure import PdfInfo
+
+
+@dataclass(frozen=True)
+class Scan(Generic[R]):
+    """What scanning one PDF found; ``match`` is the users row it names (MATCHED only)."""
+
+    reason: Reason  # MATCHED | AMBIGUOUS | NO_TEXT_LAYER | NO_EMAIL | NO_USER
+    email: str | None  # the address that linked (MATCHED only)
+    match: R | None
+    pages_read: int
+    page_count: int
+    extract_seconds: float  # validation + text extraction + visibility checks (the time the budget bounds)
+    lookup_seconds: float
+    validate_seconds: float = 0.0
+    users_named: int = 0  # distinct users named on the deciding page (AMBIGUOUS: 2 or more)
+    page: int | None = None  # the page (1-based) that decided, MATCHED or AMBIGUOUS
+    visibility_seconds: float = 0.0  # rendering the addresses of users to see they show (in extract)
+
+
+# The users table: every row whose email is one of the candidates (any order, two rows may share an
+# email): Users.find_by_emails.
+Lookup = Callable[[Sequence[str]], Iterable[R]]
+
+
+def scan(
+    data: bytes,
+    lookup: Lookup[R],
+    *,
+    max_pages: int,
+    budget_seconds: float,
+    policy: MatchPolicy = MatchPolicy.UNIQUE,
+    clock: Callable[[], float] = time.monotonic,
+    isolate: bool = True,
+) -> Scan[R]:
+    """Validate ``data``, then read pages until ``policy`` decides which user the document names.
+
+    ``lookup`` is called once per page that brings candidates not looked up before, with those in
+    document order (lowercased); rows are matched to candidates by their ``email``, compared exactly
+    after trimming and lowercasing, and told apart by their ``id``. Raises MalformedPdf, EncryptedPdf,
+    or PdfTimeout when validation, extraction and visibility checks (lookups excluded) exceed
+    ``budget_seconds``.
+
+    With ``isolate`` (the default, where ``os.fork`` exists) the parsing runs in this thread's reader,
+    a long-lived forked child (``reader._Reader``) that sends back each page's candidates and waits for
+    the verdict, so the budget holds even inside one page that pdfium or pypdf never finishes (the reader
+    is killed and replaced), and a parser crash or memory blow-up costs the reader, not this process.
+    The lookups stay here: the reader touches no connection. Without it, the budget is checked
+    between pages only.
+    """
+    started = clock()
+    lookup_seconds = 0.0
+    validate_seconds = 0.0
+    visibility_seconds = 0.0
+    pages_read = 0
+    any_text = False
+    looked_up: set[str] = set()
+    rows: list[R] = []
+    users: set[str] = set()  # candidates that belong to at least one row
+    pages: list[list[str]] = []  # per page read: its visible candidates
+
+    def left() -> float:
+        return budget_seconds - (clock() - started - lookup_seconds)
+
+    def result(decision: Decision[R]) -> Scan[R]:
+        return Scan(
+            reason=decision.reason,
+            email=decision.email,
+            match=decision.user,
+            pages_read=pages_read,
+            page_count=info.page_count,
+            extract_seconds=clock() - started - lookup_seconds,
+            lookup_seconds=lookup_seconds,
+            validate_seconds=validate_seconds,
+            users_named=decision.users_named,
+            page=decision.page,
+            visibility_seconds=visibility_seconds,
+        )
+
+    source: _Source = _Remote(data, max_pages) if isolate and _CAN_FORK else _InProcess(data, max_pages)
+    try:
+        first = source.next(left())
+        if not isinstance(first, PdfInfo):
+            raise RuntimeError("PDF reader sent a page before the document")
+        info = first
+        validate_seconds = clock() - started
+        while True:
+            remaining = left()
+            if remaining <= 0:
+                raise PdfTimeout(f"budget of {budget_seconds}s spent after {pages_read} pages")
+            page = source.next(remaining)
+            if page is None:
+                break
+            if not isinstance(page, _Page):
+                raise RuntimeError("PDF reader sent the document twice")
+            pages_read, any_text = page.pages_read, page.any_text
+            pages.extend([] for _ in range(pages_read - 1 - len(pages)))
+            fresh = [e for e in page.candidates if e not in looked_up]
+            if fresh:
+                looked_up.update(fresh)
+                t = clock()
+                found = lookup(fresh)
+                lookup_seconds += clock() - t
+                new_rows = list(found)
+                rows.extend(new_rows)
+                users.update(normalise(row.email) for row in new_rows)
+            named = [e for e in page.candidates if e in users]
+            shown: list[str] = []
+            if named:
+                t = clock()
+                shown = source.visible(named, left())  # in the order of their first visible occurrence
+                visibility_seconds += clock() - t
+            # The order that matters (PDFBATCH_MATCH_POLICY=first) is the users' order on the page.
+            pages.append([*(e for e in page.candidates if e not in users), *shown])
+            decision = decide(pages, rows, policy)
+            if decision is not None:
+                return result(decision)
+    finally:
+        source.close()
+    return result(decide(pages, rows, policy, complete=True, any_text=any_text))
+
+
+class _Source(Protocol):
+    """Where scan() gets the document and then its pages from; None after the last page."""
+
+    def next(self, timeout: float) -> PdfInfo | _Page | None: ...
+
+    def visible(self, emails: Sequence[str], timeout: float) -> list[str]: ...
+
+    def close(self) -> None: ...
+
+
+class _InProcess:
+    """The pages read in this process: ``timeout`` cannot interrupt a page."""
+
+    def __init__(self, data: bytes, max_pages: int) -> None:
+        self._document: _Document | None = None
+        self._data, self._max_pages = data, max_pages
+        self._pages: Iterator[_Page] = iter(())
+
+    def next(self, timeout: float) -> PdfInfo | _Page | None:
+        if self._document is None:
+            self._document = _Document(self._data, self._max_pages)
+            self._pages = self._document.pages()
+            return self._document.info
+        return next(self._pages, None)
+
+    def visible(self, emails: Sequence[str], timeout: float) -> list[str]:
+        assert self._document is not None
+        return self._document.visible(emails)
+
+    def close(self) -> None:
+        if self._document is not None:
+            self._document.close()  # closes the pdfium document
+
+
+_CAN_FORK = hasattr(os, "fork")  # where it does not, scan() reads in this process

@@ -1,0 +1,262 @@
+"""Issue 16's rule attacked one case at a time: an address counts only if a person sees it, whole, and a
+page naming two users links nobody. Documents come from fixtures/layouts.py (raw PDF) and fpdf2."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pytest
+
+from fixtures import layouts, pdfs
+from pdfbatch import pdf
+from pdfbatch.model import Reason
+from pdfbatch.pdf import glyphs
+
+
+@dataclass(frozen=True)
+class User:
+    id: int
+    email: str
+
+
+class Users:
+    """The users table; records every lookup."""
+
+    def __init__(self, *emails: str) -> None:
+        self.rows = [User(i, e) for i, e in enumerate(emails, start=1)]
+        self.calls: list[list[str]] = []
+
+    def __call__(self, candidates: Sequence[str]) -> list[User]:
+        self.calls.append(list(candidates))
+        return [r for r in self.rows if r.email in candidates]
+
+
+def linked(data: bytes, *emails: str) -> str | None:
+    """The address of the user ``data`` is linked to, when ``emails`` are the users."""
+    result = pdf.scan(data, Users(*emails), max_pages=10, budget_seconds=20)
+    return result.email if result.reason == Reason.MATCHED else None
+
+
+def scanned(data: bytes, *emails: str) -> pdf.Scan[User]:
+    return pdf.scan(data, Users(*emails), max_pages=10, budget_seconds=20)
+
+
+# --- visible -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", layouts.HIDING)
+def test_a_hidden_address_is_never_a_candidate(how: str) -> None:
+    # GIVEN a victim's address drawn so nobody sees it, above the owner's visible one (both users)
+    data = layouts.hidden_above("victim@example.com", "owner@example.com", how)
+    # WHEN scanned  THEN the owner is linked: the hidden address did not even make the page ambiguous
+    assert linked(data, "victim@example.com", "owner@example.com") == "owner@example.com"
+    # AND with the victim alone a user, nobody is linked
+    assert linked(data, "victim@example.com") is None
+
+
+@pytest.mark.parametrize("how", ["white_on_white", "covered", "clipped", "background", "transparent"])
+def test_what_only_rendering_can_tell_is_checked_only_for_addresses_of_users(how: str) -> None:
+    # GIVEN a page whose hidden address passes the cheap checks (render mode, size, crop box)
+    data = layouts.hidden_above("victim@example.com", "owner@example.com", how)
+    # WHEN nobody on it is a user  THEN nothing is rendered (the render check costs nothing)
+    result = scanned(data)
+    assert (result.reason, result.visibility_seconds) == (Reason.NO_USER, 0.0)
+    # AND when the victim is a user, rendering finds the address shows no ink
+    assert scanned(data, "victim@example.com").reason == Reason.NO_USER
+
+
+def test_a_user_hidden_on_page_one_and_visible_on_page_two_is_found_on_page_two() -> None:
+    # GIVEN the user's address invisible (render mode 3) on page 1 and visible on page 2
+    pages = [
+        layouts.Page(tuple(layouts.hide(layouts.line(50, 700, "jane@example.com"), "white_on_white"))),
+        layouts.Page((layouts.line(50, 700, "Contact: jane@example.com"),)),
+    ]
+    users = Users("jane@example.com")
+    # WHEN scanned
+    result = pdf.scan(layouts.document(pages), users, max_pages=10, budget_seconds=20)
+    # THEN page 2 decided, and the address was looked up once
+    assert (result.reason, result.page, result.pages_read) == (Reason.MATCHED, 2, 2)
+    assert users.calls == [["jane@example.com"]]
+
+
+def test_a_partly_hidden_address_is_not_a_candidate() -> None:
+    # GIVEN "maria.lopez@…" whose "maria." is under a white rectangle: a person reads "lopez@…"
+    full = layouts.line(50, 650, "maria.lopez@example.com")
+    cover = layouts.Rect(48, 645, layouts.width("maria.") + 1, 14)
+    data = layouts.resume(full, cover)
+    # WHEN scanned THEN neither is linked: not every glyph of the address shows
+    assert linked(data, "maria.lopez@example.com", "lopez@example.com") is None
+
+
+def test_a_filled_form_field_counts_as_text_unless_hidden() -> None:
+    # GIVEN the address only as a form field's value: with its appearance stream, without one (the form
+    # asks viewers to draw it: NeedAppearances), and in a field flagged hidden
+    shown = layouts.form("applicant@example.com")
+    drawn_by_viewer = layouts.form("applicant@example.com", appearance=False)
+    hidden = layouts.form("applicant@example.com", hidden=True)
+    # THEN a field a viewer shows is text, a hidden one is not
+    assert linked(shown, "applicant@example.com") == "applicant@example.com"
+    assert linked(drawn_by_viewer, "applicant@example.com") == "applicant@example.com"
+    assert linked(hidden, "applicant@example.com") is None
+
+
+def test_text_at_four_points_is_read_and_below_is_not() -> None:
+    for size, expected in ((4.0, "small@example.com"), (3.5, None)):
+        data = layouts.resume(layouts.line(50, 650, "small@example.com", size))
+        assert linked(data, "small@example.com") == expected
+
+
+# --- whole -------------------------------------------------------------------------------------------
+
+
+def test_an_address_wrapped_after_a_dot_is_read_whole_never_its_tail() -> None:
+    # GIVEN "maria." / "lopez@gmail.com" (a box too narrow for the address), both users
+    data = layouts.wrapped("maria.lopez@gmail.com", len("maria."))
+    # WHEN scanned  THEN the whole address; with only the tail a user, nobody
+    assert linked(data, "lopez@gmail.com", "maria.lopez@gmail.com") == "maria.lopez@gmail.com"
+    assert linked(data, "lopez@gmail.com") is None
+
+
+@pytest.mark.parametrize("after", range(1, len("maria.lopez@gmail.com")))
+def test_an_address_broken_anywhere_by_a_narrow_box_is_read_whole(after: int) -> None:
+    data = layouts.wrapped("maria.lopez@gmail.com", after)
+    assert linked(data, "maria.lopez@gmail.com", "lopez@gmail.com", "maria.lopez@gmail.co") == (
+        "maria.lopez@gmail.com"
+    )
+
+
+def test_a_domain_cut_at_the_line_end_is_joined_when_the_joined_label_is_a_tld() -> None:
+    data = layouts.wrapped("maria.lopez@gmail.com", len("maria.lopez@gmail.co"))
+    assert linked(data, "maria.lopez@gmail.co", "maria.lopez@gmail.com") == "maria.lopez@gmail.com"
+    assert linked(data, "maria.lopez@gmail.co") is None
+
+
+def test_an_address_ending_a_line_is_not_joined_to_the_next_line() -> None:
+    # GIVEN contact lines: the address line is the widest, the next starts with a word or a domain
+    for following in ("Phone: +33 6 12 34 56 78", "linkedin.com/in/maria", "Paris, France"):
+        data = layouts.resume(
+            layouts.line(50, 650, "maria.lopez@gmail.com"), layouts.line(50, 636, following, 11)
+        )
+        assert linked(data, "maria.lopez@gmail.com") == "maria.lopez@gmail.com", following
+
+
+def test_a_complete_domain_ending_a_full_line_is_not_joined_to_a_dotted_next_line() -> None:
+    # GIVEN a box that breaks "jane@sd.wftkge.info" right after "sd.wf" (a real TLD, .wf), which looks
+    # exactly like a contact block: an address ending its line, a web address on the next
+    wrapped = layouts.resume(layouts.line(50, 650, "jane@sd.wf"), layouts.line(50, 636.8, "tkge.info"))
+    block = layouts.resume(layouts.line(50, 650, "jane@gmail.com"), layouts.line(50, 636.8, "www.jane.info"))
+    # WHEN scanned  THEN both read as an address and a separate word: the trade-off the rule documents
+    # (joining would lose every contact block whose address line is its widest)
+    assert linked(wrapped, "jane@sd.wf", "jane@sd.wftkge.info") == "jane@sd.wf"
+    assert linked(block, "jane@gmail.com", "jane@gmail.comwww.jane.info") == "jane@gmail.com"
+
+
+def test_a_label_on_the_line_above_an_address_is_not_part_of_it() -> None:
+    # GIVEN "Email" (no colon) on its own line above the address, in a block of wider lines
+    data = layouts.resume(
+        layouts.line(50, 650, "Email"),
+        layouts.line(50, 636, "jane@example.com"),
+        layouts.line(50, 622, "Phone: +33 6 12 34 56 78 (mobile)"),
+    )
+    assert linked(data, "jane@example.com", "emailjane@example.com") == "jane@example.com"
+
+
+def test_a_wrapped_head_after_other_words_gives_no_candidate_rather_than_a_tail() -> None:
+    # GIVEN "Please contact: maria." filling its box and "lopez@gmail.com" below (CSS word-break:
+    # break-all breaks anywhere, so a head can follow other words)
+    head, tail = "Please contact: maria.", "lopez@gmail.com"
+    box = layouts.width(head) + 2
+    assert layouts.width(head + tail[0]) > box >= layouts.width(tail)
+    data = layouts.resume(layouts.line(50, 650, head), layouts.line(50, 636, tail))
+    # THEN the tail is never linked
+    assert linked(data, "lopez@gmail.com") is None
+
+
+@pytest.mark.parametrize("width", [60, 80, 100, 140])
+def test_fpdf2_multi_cell_wraps_are_read_whole(width: int) -> None:
+    # GIVEN fpdf2's own multi_cell breaking two addresses in a narrow column (the issue's producer)
+    doc = pdfs._new_pdf()
+    doc.add_page()
+    doc.set_xy(50, 50)
+    doc.multi_cell(width, 14, "Contact: maria.lopez@gmail.com or jackson@outlook.com today")
+    data = bytes(doc.output())
+    users = ("maria.lopez@gmail.com", "lopez@gmail.com", "maria.lopez@gmail.co", "son@outlook.co")
+    # WHEN scanned with the whole addresses and their fragments as users
+    result = scanned(data, *users, "jackson@outlook.com")
+    # THEN the page names exactly the two whole addresses: ambiguous, never a fragment's user
+    assert (result.reason, result.users_named) == (Reason.AMBIGUOUS, 2)
+    assert linked(data, *users) == "maria.lopez@gmail.com"
+
+
+def test_a_letter_spaced_address_is_read_without_its_generated_spaces() -> None:
+    data = layouts.letter_spaced("jane@example.com")
+    assert linked(data, "jane@example.com", "emailjane@example.com") == "jane@example.com"
+
+
+def test_cjk_text_against_an_address_is_not_part_of_it() -> None:
+    data = layouts.cjk_glued("連絡先", "jane@example.jp", "です")
+    assert linked(data, "jane@example.jp") == "jane@example.jp"
+
+
+@pytest.mark.parametrize(
+    ("shown", "expected"),
+    [
+        ("anna [at] example [dot] org", "anna@example.org"),
+        ("anna (at) example.org", "anna@example.org"),
+        ("anna{at}example{dot}org", "anna@example.org"),
+        ("ANNA AT EXAMPLE DOT ORG", "anna@example.org"),
+        ("anna at example dot org", None),
+        ("I worked at Example dot org", None),
+    ],
+)
+def test_obfuscated_addresses_are_decoded_only_in_unmistakable_forms(
+    shown: str, expected: str | None
+) -> None:
+    assert linked(layouts.text("Email: " + shown), "anna@example.org", "worked@example.org") == expected
+
+
+def test_a_glyph_nobody_can_read_ends_no_address_into_a_tail() -> None:
+    # GIVEN pdfium's characters for "ali?ce@example.com" with an unmapped glyph (NUL)
+    page = FakeGlyphs("ali\x00ce@example.com")
+    # WHEN read THEN nothing: not "ce@example.com", not "alice@example.com"
+    assert glyphs.occurrences(page) == []
+
+
+# --- unambiguous, no caps ----------------------------------------------------------------------------
+
+
+def test_every_candidate_of_a_crowded_page_is_looked_up() -> None:
+    addresses = [f"person{i:03d}@directory.example" for i in range(300)]
+    users = Users(addresses[289])
+    result = pdf.scan(layouts.address_book(addresses), users, max_pages=5, budget_seconds=20)
+    assert (result.reason, result.email) == (Reason.MATCHED, addresses[289])
+    assert sorted(users.calls[0]) == sorted(addresses)
+
+
+def test_a_page_of_12000_addresses_crosses_the_pipe_in_chunks() -> None:
+    # GIVEN a page listing 12,000 addresses (4.5 pt, on a page made big enough), the last a user's
+    addresses = [f"p{i}@x.example" for i in range(12_000)]
+    data = layouts.address_book(addresses, per_line=100)
+    users = Users(addresses[-1])
+    # WHEN scanned (the reader sends them in messages of 10,000)
+    result = pdf.scan(data, users, max_pages=5, budget_seconds=120)
+    # THEN every one was looked up in one call (the adapter chunks its SQL) and the user was found
+    assert len(users.calls) == 1 and len(users.calls[0]) == 12_000
+    assert result.email == addresses[-1]
+
+
+# --- helpers -----------------------------------------------------------------------------------------
+
+
+class FakeGlyphs:
+    """glyphs.Glyphs over a string on one line: no generated characters, 6 pt per glyph."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def generated(self, index: int) -> bool:
+        return False
+
+    def box(self, index: int) -> glyphs.Box:
+        return (index * 6.0, 0.0, index * 6.0 + 6.0, 12.0)
