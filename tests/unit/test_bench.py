@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bench import extraction, pipeline
+from bench import ocr as ocr_bench
 from bench.cost import PRICE_PER_GB_SECOND, PRICE_PER_REQUEST, per_thousand
 from bench.report import Row, Target, percentile, render
 from bench.stack import Report
@@ -65,3 +66,15 @@ def test_extraction_section_runs_on_a_tiny_corpus() -> None:
     assert figures["extract manual, email p.1: speed-up"].target is not None
     assert figures["extract manual, email last page: speed-up"].target is None
     assert all(r.value is not None and r.value > 0 for r in rows)
+
+
+def test_ocr_section_measures_an_engine_on_generated_scans() -> None:
+    # GIVEN one generated 150-dpi scan and the lane's engine
+    docs = ocr_bench.scans.scan_set(1, dpis=(150,))
+    # WHEN measured (recovery, one timed document, one repeat)
+    m = ocr_bench.measure(ocr_bench.ocr.Tesseract(), docs, timing=1, repeats=1)
+    # THEN its resolution has a recovery figure, a page was timed, and the table has the engine's row
+    assert sorted(m.found) == [150]
+    assert 0 <= m.recovery() <= 100
+    assert len(m.page) == 1
+    assert f"| {m.engine} | " in ocr_bench.table([m], ocr_bench.scans.DPIS)
