@@ -13,7 +13,16 @@ from pdfbatch import ocr
 from pdfbatch.errors import MalformedPdf, PdfTimeout
 from pdfbatch.model import Reason
 from pdfbatch.ocr.engine import Raster
-from pdfbatch.ocr.read import HEADER_BAND, MAX_PIXELS, Region, open_document, render
+from pdfbatch.ocr.read import (
+    HEADER_BAND,
+    MAX_PIXELS,
+    MAX_SCAN_DPI,
+    Region,
+    open_document,
+    render,
+    render_dpi,
+    scan_dpi,
+)
 
 A4_HEIGHT_PT = 841.89
 
@@ -221,6 +230,23 @@ def test_a_huge_page_is_rendered_within_the_pixel_cap() -> None:
     assert raster.dpi < 300
 
 
+@pytest.mark.parametrize(
+    ("scanned_at", "expected"),
+    [(None, 200), (150, 300), (200, 200), (300, 300), (96, 288), (600, MAX_SCAN_DPI)],
+)
+def test_scans_are_rendered_at_a_whole_multiple_of_their_own_resolution(
+    scanned_at: float | None, expected: float
+) -> None:
+    # GIVEN an engine wanting at least 200 dpi  THEN no scan is resampled by an odd factor
+    assert render_dpi(200, scanned_at) == expected
+
+
+def test_a_scans_resolution_is_read_from_its_page_image() -> None:
+    doc = open_document(scans.scan_doc(4, 150).data)
+    assert scan_dpi(doc[0]) == pytest.approx(150, abs=1)
+    assert scan_dpi(open_document(inked(1))[0]) is None
+
+
 def test_what_pdfium_cannot_open_is_malformed() -> None:
     with pytest.raises(MalformedPdf):
         read(b"%PDF-1.4\nnot really", FakeEngine(), Users())
@@ -304,6 +330,8 @@ def test_the_worker_reports_what_pdfium_cannot_open() -> None:
 # --- the real engine on generated scans ----------------------------------------------------------------
 
 ENGINE = ocr.Tesseract()
+# The budget is wall time; these tests are about reading, and share the CPU with whatever else runs.
+ROOMY = 600.0
 
 
 @pytest.mark.parametrize("seed", [11, 12])
@@ -315,12 +343,12 @@ def test_tesseract_reads_a_header_address_from_the_band_alone(seed: int) -> None
         if d.where == "header"
     )
     # WHEN scanned with Tesseract
-    result = ocr.scan(doc.data, Users(doc.email), engine=ENGINE)
+    result = ocr.scan(doc.data, Users(doc.email), engine=ENGINE, budget_seconds=ROOMY)
     # THEN the owner is found in the header band
     assert (result.email, [r.part for r in result.regions]) == (doc.email, ["header"])
 
 
 def test_tesseract_reads_an_address_on_page_two() -> None:
     doc = next(d for d in (scans.scan_doc(s, 300) for s in range(500, 600)) if d.where == "page2")
-    result = ocr.scan(doc.data, Users(doc.email), engine=ENGINE)
+    result = ocr.scan(doc.data, Users(doc.email), engine=ENGINE, budget_seconds=ROOMY)
     assert (result.email, result.pages_read) == (doc.email, 2)

@@ -55,7 +55,7 @@ class Engine(Protocol):
 
     @property
     def dpi(self) -> int:
-        """The resolution pages are rendered at for this engine."""
+        """The least resolution pages are rendered at for this engine (see read.render_dpi)."""
         ...
 
     def load(self) -> None:
@@ -89,13 +89,15 @@ def tessdata_dir(lang: str = "eng") -> str:
 class Tesseract:
     """Tesseract 5 (LSTM, fast English model) through tesserocr, one page or band per call.
 
-    ``psm`` 6 reads the image as one block of lines: the default automatic segmentation (3) cut an
-    address at a ``|`` separator that 6 reads whole, and 6 skips the layout analysis a résumé header
-    does not need.
+    Defaults chosen on the generated scan set (bench/ocr.py, docs/OCR.md): at least 200 dpi, at a whole
+    multiple of the scan's own resolution (read.render_dpi: a 150-dpi scan is read at 300, where at 200
+    its small print lost dots and letters); automatic page segmentation (psm 3), since psm 6 ("one
+    uniform block") merged a skewed two-column header (name left, contact right) into garbage. The gaps
+    either leaves around "@" and dots are joined by read.ocr_text.
     """
 
     def __init__(
-        self, *, dpi: int = 200, psm: int = 6, lang: str = "eng", tessdata: str | None = None
+        self, *, dpi: int = 200, psm: int = 3, lang: str = "eng", tessdata: str | None = None
     ) -> None:
         self._dpi = dpi
         self.psm = psm
@@ -105,12 +107,12 @@ class Tesseract:
 
     @property
     def name(self) -> str:
-        """e.g. ``tesseract psm6 200dpi``."""
-        return f"tesseract psm{self.psm} {self._dpi}dpi"
+        """e.g. ``tesseract psm3 >=200dpi``."""
+        return f"tesseract psm{self.psm} >={self._dpi}dpi"
 
     @property
     def dpi(self) -> int:
-        """The resolution pages are rendered at."""
+        """The least resolution pages are rendered at."""
         return self._dpi
 
     def load(self) -> None:
