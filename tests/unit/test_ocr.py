@@ -232,7 +232,7 @@ def test_a_huge_page_is_rendered_within_the_pixel_cap() -> None:
 
 @pytest.mark.parametrize(
     ("scanned_at", "expected"),
-    [(None, 200), (150, 300), (200, 200), (300, 300), (96, 288), (600, MAX_SCAN_DPI)],
+    [(None, 200), (150.1, 300), (200.05, 200), (300.08, 300), (96, 288), (600, MAX_SCAN_DPI)],
 )
 def test_scans_are_rendered_at_a_whole_multiple_of_their_own_resolution(
     scanned_at: float | None, expected: float

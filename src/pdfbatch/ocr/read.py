@@ -133,7 +133,11 @@ def render_dpi(engine_dpi: int, scanned_at: float | None) -> float:
         return engine_dpi
     if scanned_at > MAX_SCAN_DPI:
         return MAX_SCAN_DPI
-    return scanned_at * math.ceil(engine_dpi / scanned_at - 0.01)
+    # Scanners scan at whole dpi; the image's own figure is a hair off (2481 px across A4's 595.28 pt is
+    # 300.08 dpi), and rendering at that made pdfium's bitmap a pixel wider than the image, resampled by
+    # 1.0004: enough blur for "hedywilson1976@example-corp.fr" to read "hedywilson1 976@example-corp. fr".
+    native = round(scanned_at)
+    return float(native * math.ceil(engine_dpi / native))
 
 
 def render(doc: pdfium.PdfDocument, region: Region, dpi: int) -> Raster:
