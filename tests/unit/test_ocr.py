@@ -269,6 +269,9 @@ def test_results_carry_figures_never_addresses() -> None:
         ("ghamilton @ mail.example.co.uk", ["ghamilton@mail.example.co.uk"]),
         ("Write to sophie .wirth@students.example.edu or", ["sophie.wirth@students.example.edu"]),
         ("jane. doe@example.com", ["jane.doe@example.com"]),
+        ("ada.perlman47 @example-corp. fr", ["ada.perlman47@example-corp.fr"]),
+        # a domain that already has its dot is left alone: the sentence goes on after it
+        ("ada@example.com. Then", ["ada@example.com"]),
         # the tail of a gapped address is never a candidate on its own
         ("Lyon. ada@example.com", ["lyon.ada@example.com"]),
         # a line break is never joined, and a handle is not an address

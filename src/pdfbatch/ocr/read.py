@@ -49,6 +49,9 @@ _INK = bytes(1 if v < 128 else 0 for v in range(256))
 # where the word after it runs into an "@"; a line break is never joined. (The price: prose such as
 # "Lyon. ada@example.com" yields lyon.ada@example.com, which matches nobody: a miss, never a wrong link.)
 _AT_GAP = re.compile(r"(?<=[\w.+'-]) ?@ ?(?=[\w-])")
+# The same gap after a dot right after the "@" ("example-corp. fr"): without the join the domain has no
+# dot and there is no address at all, so joining there cannot turn one address into another.
+_DOMAIN_GAP = re.compile(r"(?<=@)([\w-]+)\. (?=[^\W\d_]{2,}\b)")
 _DOT_GAP = re.compile(r"(?<=[\w+'-])(?: \. ?|\. )(?=[\w+'-][\w.+'-]*@)")
 
 
@@ -97,7 +100,7 @@ def ocr_text(text: str) -> str:
     """OCR output made ready for the address pattern (see _AT_GAP)."""
     if "@" not in text:
         return text
-    return _DOT_GAP.sub(".", _AT_GAP.sub("@", text))
+    return _DOMAIN_GAP.sub(r"\1.", _DOT_GAP.sub(".", _AT_GAP.sub("@", text)))
 
 
 def candidates(text: str) -> list[str]:
