@@ -175,6 +175,30 @@ def test_matching_is_case_insensitive_like_text_pdfs() -> None:
     assert result.email == "ada@example.com"
 
 
+def test_a_region_showing_an_address_of_nobody_is_read_again_at_another_resolution() -> None:
+    # GIVEN a header band where the first reading garbles the owner's address, the second does not
+    engine = FakeEngine(["ada.perl man47@example-corp.fr", "ada.perlman47@example-corp.fr"])
+    users = Users("ada.perlman47@example-corp.fr")
+    # WHEN scanned
+    result = read(inked(1), engine, users)
+    # THEN the band was read twice, the second time 1.5x larger, and the owner found
+    assert [r.part for r in result.regions] == ["header", "header again"]
+    assert engine.heights[1] == pytest.approx(engine.heights[0] * 1.5, abs=2)
+    assert result.email == "ada.perlman47@example-corp.fr"
+
+
+def test_a_region_without_an_at_sign_is_read_once() -> None:
+    engine = FakeEngine(["Ada Lovelace, engineer", "Email: ada@example.com"])
+    result = read(inked(1), engine, Users("ada@example.com"))
+    assert [r.part for r in result.regions] == ["header", "rest"]
+
+
+def test_second_looks_can_be_turned_off() -> None:
+    engine = FakeEngine(["stranger@example.net", "x"])
+    result = read(inked(1), engine, Users(), second_look=False)
+    assert [r.part for r in result.regions] == ["header", "rest"]
+
+
 def test_budget_is_checked_between_regions_in_process() -> None:
     # GIVEN an engine that takes 4 s a region (on a fake clock) and a 10-second budget
     clock = SteppingClock()
@@ -255,7 +279,7 @@ def test_what_pdfium_cannot_open_is_malformed() -> None:
 def test_results_carry_figures_never_addresses() -> None:
     result = read(inked(1), FakeEngine(["x", "someone@example.com"]), Users())
     assert "someone" not in repr(result.detail)
-    assert result.detail["regions_read"] == 2
+    assert [r.part for r in result.regions] == ["header", "rest", "rest again"]
     assert all(r.candidates in (0, 1) for r in result.regions)
 
 
@@ -323,6 +347,15 @@ def test_the_worker_stops_at_a_match_and_serves_the_next_document() -> None:
     # THEN each stops at its header band; the model was loaded here, before the fork, once
     assert [r.part for r in one.regions] == [r.part for r in two.regions] == ["header"]
     assert (one.email, two.email, engine.loaded) == ("first@example.com", "first@example.com", 1)
+
+
+def test_the_worker_reads_a_region_again_when_asked() -> None:
+    # GIVEN an engine whose first reading of the band names nobody, its second the owner
+    engine = FakeEngine(answer=lambda call: "owner@example.com" if call % 2 else "0wner@example.com")
+    # WHEN scanned through the worker  THEN the band is read twice there and the owner found
+    result = ocr.scan(inked(1), Users("owner@example.com"), engine=engine)
+    assert [r.part for r in result.regions] == ["header", "header again"]
+    assert result.email == "owner@example.com"
 
 
 def test_the_worker_reports_what_pdfium_cannot_open() -> None:

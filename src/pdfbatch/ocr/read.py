@@ -74,6 +74,8 @@ class RegionRead:
     chars: int  # non-space characters the engine read
     render_seconds: float
     ocr_seconds: float
+    has_at: bool = False  # the text held an "@": worth a second look if nobody was named
+    second_look: bool = False  # this is the region read again at another resolution
 
 
 @dataclass(frozen=True)
@@ -143,9 +145,9 @@ def render_dpi(engine_dpi: int, scanned_at: float | None) -> float:
     return float(native * math.ceil(engine_dpi / native))
 
 
-def render(doc: pdfium.PdfDocument, region: Region, dpi: int) -> Raster:
-    """``region`` of its page rendered in greyscale for an engine wanting ``dpi`` (see render_dpi;
-    lower if the page is huge)."""
+def render(doc: pdfium.PdfDocument, region: Region, dpi: int, exact: float | None = None) -> Raster:
+    """``region`` of its page rendered in greyscale for an engine wanting ``dpi`` (see render_dpi), or at
+    ``exact`` dpi; lower if the page is huge."""
     try:
         page = doc[region.page]
     except pdfium.PdfiumError as exc:
@@ -154,7 +156,7 @@ def render(doc: pdfium.PdfDocument, region: Region, dpi: int) -> Raster:
         width, height = page.get_size()
         if width <= 0 or height <= 0:
             raise MalformedPdf(f"page {region.page + 1} has no area")
-        scale = render_dpi(dpi, scan_dpi(page)) / 72
+        scale = (exact or render_dpi(dpi, scan_dpi(page))) / 72
         pixels = width * height * (region.bottom - region.top) * scale * scale
         if pixels > MAX_PIXELS:
             scale *= math.sqrt(MAX_PIXELS / pixels)
@@ -183,11 +185,22 @@ def open_document(data: bytes) -> pdfium.PdfDocument:
         raise MalformedPdf("pdfium cannot open the document") from exc
 
 
+# What the caller sends back (generator.send) after a region to have it read again (see read_regions).
+AGAIN = "again"
+
+
+def second_look_dpi(dpi: float) -> float:
+    """The other resolution a region is read at when its first reading showed an "@" but named nobody:
+    Tesseract's misreads depend on the scale (at 200 dpi "ada.perl man47", at 300 "ada.perlman47")."""
+    return dpi * 1.5 if dpi < 300 else dpi * 2 / 3
+
+
 def read_regions(
     data: bytes, engine: Engine, *, max_pages: int, header: float = HEADER_BAND
-) -> Generator[Opened | RegionRead, None, None]:
+) -> Generator[Opened | RegionRead, str | None, None]:
     """Open ``data``, then read each planned region and yield its new candidates; the caller stops
-    early by closing the generator."""
+    early by closing the generator, or sends AGAIN to have the region just yielded read once more at
+    second_look_dpi (only regions whose text held an "@")."""
     with PDFIUM_LOCK:
         doc = open_document(data)
     try:
@@ -198,16 +211,25 @@ def read_regions(
         yield Opened(page_count)
         seen: set[str] = set()
         for region in plan(page_count, max_pages, header):
-            started = time.perf_counter()
-            with PDFIUM_LOCK:
-                raster = render(doc, region, engine.dpi)
-            rendered = time.perf_counter()
-            text = engine.read(raster) if has_ink(raster) else ""
-            done = time.perf_counter()
-            fresh = [e for e in candidates(text) if e not in seen][:MAX_CANDIDATES]
-            seen.update(fresh)
-            chars = sum(1 for c in text if not c.isspace())
-            yield RegionRead(region, fresh, chars, rendered - started, done - rendered)
+            dpi: float | None = None
+            for look in (0, 1):
+                started = time.perf_counter()
+                with PDFIUM_LOCK:
+                    raster = render(doc, region, engine.dpi, dpi)
+                rendered = time.perf_counter()
+                text = engine.read(raster) if has_ink(raster) else ""
+                done = time.perf_counter()
+                fresh = [e for e in candidates(text) if e not in seen][:MAX_CANDIDATES]
+                seen.update(fresh)
+                chars = sum(1 for c in text if not c.isspace())
+                has_at = "@" in text and look == 0
+                read = RegionRead(
+                    region, fresh, chars, rendered - started, done - rendered, has_at, look == 1
+                )
+                verdict = yield read
+                if verdict != AGAIN or not has_at:
+                    break
+                dpi = second_look_dpi(raster.dpi)
     finally:
         with PDFIUM_LOCK:
             doc.close()

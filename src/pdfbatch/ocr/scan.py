@@ -16,7 +16,7 @@ from typing import Generic, Protocol, TypeVar
 from pdfbatch.errors import PdfTimeout
 from pdfbatch.model import Reason
 from pdfbatch.ocr.engine import Engine
-from pdfbatch.ocr.read import HEADER_BAND, Opened, RegionRead, read_regions
+from pdfbatch.ocr.read import AGAIN, HEADER_BAND, Opened, RegionRead, read_regions
 from pdfbatch.ocr.worker import Remote
 
 T = TypeVar("T")
@@ -70,7 +70,7 @@ class OcrScan(Generic[T]):
 
 
 class _Source(Protocol):
-    def next(self, timeout: float) -> Opened | RegionRead | None: ...
+    def next(self, timeout: float, again: bool = False) -> Opened | RegionRead | None: ...
 
     def close(self) -> None: ...
 
@@ -81,8 +81,11 @@ class _InProcess:
     def __init__(self, data: bytes, engine: Engine, max_pages: int, header: float) -> None:
         self._events = read_regions(data, engine, max_pages=max_pages, header=header)
 
-    def next(self, timeout: float) -> Opened | RegionRead | None:
-        return next(self._events, None)
+    def next(self, timeout: float, again: bool = False) -> Opened | RegionRead | None:
+        try:
+            return self._events.send(AGAIN if again else None)
+        except StopIteration:
+            return None
 
     def close(self) -> None:
         self._events.close()
@@ -98,10 +101,12 @@ def scan(
     header: float = HEADER_BAND,
     clock: Callable[[], float] = time.monotonic,
     isolate: bool = True,
+    second_look: bool = True,
 ) -> OcrScan[T]:
     """Read ``data`` with ``engine``: page 1's header band, the rest of page 1, then whole pages up to
     ``max_pages``, calling ``lookup`` with each region's new candidates and stopping at the first region
-    where one is known (the first known in reading order wins).
+    where one is known (the first known in reading order wins). With ``second_look``, a region whose
+    text held an "@" but named nobody is read once more at another resolution (read.second_look_dpi).
 
     Raises MalformedPdf / EncryptedPdf when pdfium cannot open or render it, and PdfTimeout when opening,
     rendering and reading (lookups excluded) pass ``budget_seconds``. With ``isolate`` (where ``os.fork``
@@ -139,11 +144,13 @@ def scan(
         if not isinstance(opened, Opened):
             raise RuntimeError("OCR reader sent a region before opening the document")
         page_count = opened.page_count
+        again = False
         while True:
             remaining = left()
             if remaining <= 0:
                 raise PdfTimeout(f"OCR budget of {budget_seconds}s spent after {len(stats)} regions")
-            event = source.next(remaining)
+            event = source.next(remaining, again)
+            again = False
             if event is None:
                 break
             if not isinstance(event, RegionRead):
@@ -152,7 +159,7 @@ def scan(
             stats.append(
                 RegionStat(
                     r.page + 1,
-                    r.part,
+                    r.part + (" again" if event.second_look else ""),
                     len(event.candidates),
                     event.chars,
                     event.render_seconds,
@@ -160,6 +167,8 @@ def scan(
                 )
             )
             fresh = [e for e in event.candidates if e not in seen]
+            # An "@" was read but nobody named: read the region once more at another resolution.
+            again = second_look and event.has_at
             if not fresh:
                 continue
             seen.update(fresh)

@@ -32,7 +32,7 @@ from typing import NoReturn
 
 from pdfbatch.errors import EncryptedPdf, MalformedPdf, PdfRejected, PdfTimeout
 from pdfbatch.ocr.engine import Engine
-from pdfbatch.ocr.read import Opened, Region, RegionRead, read_regions
+from pdfbatch.ocr.read import AGAIN, Opened, Region, RegionRead, read_regions
 from pdfbatch.pdf import PDFIUM_LOCK
 
 logger = logging.getLogger(__name__)
@@ -125,11 +125,12 @@ class Remote:
             self._worker.conn.send_bytes(request)
             self._worker.conn.send_bytes(data)
 
-    def next(self, timeout: float) -> Opened | RegionRead | None:
-        """The next event, waiting at most ``timeout`` seconds (PdfTimeout after that)."""
+    def next(self, timeout: float, again: bool = False) -> Opened | RegionRead | None:
+        """The next event (``again``: the last region read once more), waiting at most ``timeout``
+        seconds (PdfTimeout after that)."""
         conn = self._worker.conn
         if self._awaiting:
-            conn.send_bytes(b"go")
+            conn.send_bytes(b"again" if again else b"go")
             self._awaiting = False
         if not conn.poll(max(timeout, 0.0)):
             raise PdfTimeout("OCR budget spent inside one region")
@@ -220,14 +221,23 @@ def _read_one(conn: Connection, engine: Engine) -> bool:  # pragma: no cover - r
     data = conn.recv_bytes()
     events = read_regions(data, engine, max_pages=max_pages, header=header)
     try:
-        for event in events:
+        verdict: str | None = None
+        while True:
+            try:
+                event = events.send(verdict)
+            except StopIteration:
+                break
+            verdict = None
             if isinstance(event, Opened):
                 conn.send_bytes(json.dumps(["opened", event.page_count]).encode())
                 continue
             fields = [asdict(event.region), event.candidates, event.chars, event.render_seconds]
-            conn.send_bytes(json.dumps(["region", *fields, event.ocr_seconds]).encode())
-            if conn.recv_bytes() == b"stop":
+            fields += [event.ocr_seconds, event.has_at, event.second_look]
+            conn.send_bytes(json.dumps(["region", *fields]).encode())
+            answer = conn.recv_bytes()
+            if answer == b"stop":
                 return True
+            verdict = AGAIN if answer == b"again" else None
         conn.send_bytes(b'["end"]')
         return True
     except PdfRejected as exc:
