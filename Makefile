@@ -22,6 +22,9 @@ export SAM_CLI_TELEMETRY := 0
 # The upload page's browser test drives Debian's Chromium through Playwright (no browser download).
 CHROMIUM := /usr/bin/chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+# The OCR lane's engine is the tesserocr wheel (pip, bundles libtesseract); the OCR benchmark also times
+# Debian's tesseract command line against it (bench/ocr.py, through pytesseract).
+TESSERACT := /usr/bin/tesseract
 
 .PHONY: demo test lint check-infra lock unit integration e2e bench cases soak up down clean help
 
@@ -51,6 +54,10 @@ $(CHECKOV_STAMP): $(CHECKOV_LOCK)
 $(CHROMIUM):
 	$(SUDO) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core
+
+$(TESSERACT):
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends tesseract-ocr tesseract-ocr-eng
 
 demo: $(STAMP)
 	$(BIN)/pdfbatch demo
@@ -96,7 +103,7 @@ e2e: $(STAMP) $(CHROMIUM)
 cases: $(STAMP)  ## docs/CASES.md from a run of every bad-input case through the real pipeline
 	PDFBATCH_WRITE_CASES=1 $(BIN)/python -m pytest -q tests/integration/test_cases.py
 
-bench: $(STAMP)
+bench: $(STAMP) $(TESSERACT)
 	$(BIN)/python -m bench
 
 # The soak lives in tests/soak (it reuses the tests' PDF and ZIP generators); its short variant is

@@ -31,6 +31,7 @@ class Sizes:
     memory: tuple[tuple[str, int], ...] = (("10 MB", 10 * MiB), ("100 MB", 100 * MiB), ("1 GB", 1024 * MiB))
     pollers: int = 20
     seed_rounds: int = 3  # section 7: measured rounds per side, interleaved with the seed system
+    ocr_scans: int = 12  # generated scans per resolution (150/200/300 dpi), section 9
 
 
 QUICK = Sizes(
@@ -43,6 +44,7 @@ QUICK = Sizes(
     memory=(("2 MB", 2 * MiB), ("4 MB", 4 * MiB)),
     pollers=3,
     seed_rounds=1,
+    ocr_scans=2,
 )
 
 
@@ -72,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `make bench`."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny corpora: checks the bench runs, not speed")
-    parser.add_argument("--sections", default="1,2,3,4,5,6,7,8", help="comma-separated section numbers")
+    parser.add_argument("--sections", default="1,2,3,4,5,6,7,8,9", help="comma-separated section numbers")
     parser.add_argument("--out", type=Path, default=None, help="where to write the table (markdown)")
     args = parser.parse_args(argv)
     sections = {s.strip() for s in args.sections.split(",") if s.strip()}
@@ -110,6 +112,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             st.reset_state()
             stack = st.up(lease.endpoint, log)
             _stack_sections(bench, stack, sections)
+    if "9" in sections:
+        from bench import ocr
+
+        slow = not args.quick  # RapidOCR takes minutes even on a few scans
+        bench.section("9 ocr", lambda: bench.rows.extend(ocr.run(sizes.ocr_scans, log=log, slow=slow)[0]))
     text = report.render(
         bench.rows,
         title="pdfbatch benchmark"

@@ -6,6 +6,7 @@ from collections import Counter
 
 import pytest
 from bench import extraction, matching, pipeline, seed_compare
+from bench import ocr as ocr_bench
 from bench.cost import PRICE_PER_GB_SECOND, PRICE_PER_REQUEST, per_thousand
 from bench.report import Row, Target, render
 from bench.stack import Report
@@ -153,3 +154,15 @@ def test_matching_section_runs_on_a_tiny_corpus() -> None:
     assert "matching: render check per linked résumé" in figures
     assert figures["matching: extraction cost of the rule"].value > 0
     assert "2 linked" in figures["matching: render check per linked résumé"].note
+
+
+def test_ocr_section_measures_an_engine_on_generated_scans() -> None:
+    # GIVEN one generated 150-dpi scan and the lane's engine
+    docs = ocr_bench.scans.scan_set(1, dpis=(150,))
+    # WHEN measured (recovery, one timed document, one repeat)
+    m = ocr_bench.measure(ocr_bench.ocr.Tesseract(), docs, timing=1, repeats=1)
+    # THEN its resolution has a recovery figure, a page was timed, and the table has the engine's row
+    assert sorted(m.found) == [150]
+    assert 0 <= m.recovery() <= 100
+    assert len(m.page) == 1
+    assert f"| {m.engine} | " in ocr_bench.table([m], ocr_bench.scans.DPIS)

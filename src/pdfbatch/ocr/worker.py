@@ -1,0 +1,253 @@
+"""The OCR worker: a forked child that renders and reads scans, so the per-file budget can kill it.
+
+One region costs a second of OCR and a hostile page can make pdfium or the engine run much longer, which
+no in-process check can interrupt. So, as for text (pdf.py's reader), the reading runs in a long-lived
+child, forked after the engine's model was loaded (every worker inherits it: a fork costs milliseconds,
+a model load ~0.5 s), talking over a socketpair (no /dev/shm on Lambda). Past the budget the parent
+kills it with SIGKILL and forks another for the next file. The child closes every inherited descriptor
+but its pipe, never logs, caps its own memory and dies with the thread that forked it.
+
+The process plumbing here (fork under the pdfium lock, descriptor hygiene, PR_SET_PDEATHSIG, RLIMIT_DATA,
+reaping) is the same as pdf.py's _Reader; it lives here, not shared, only until that module is split
+(see docs/OCR.md: one isolation module for both readers).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import faulthandler
+import gc
+import json
+import logging
+import multiprocessing
+import os
+import re
+import resource
+import signal
+import threading
+from dataclasses import asdict
+from multiprocessing.connection import Connection
+from typing import NoReturn
+
+from pdfbatch.errors import EncryptedPdf, MalformedPdf, PdfRejected, PdfTimeout
+from pdfbatch.ocr.engine import Engine
+from pdfbatch.ocr.read import AGAIN, Opened, Region, RegionRead, read_regions
+from pdfbatch.pdf import PDFIUM_LOCK
+
+logger = logging.getLogger(__name__)
+
+# What a worker may allocate beyond what it inherits: a 300-dpi page and tesseract's working images take
+# ~150 MB; the rest is headroom for an odd page, well inside a 2 GB OCR function.
+WORKER_MEMORY_BYTES = 1024 * 1024 * 1024
+# A worker is replaced after this many documents, so whatever pdfium, leptonica or the allocator keep
+# never adds up.
+WORKER_MAX_DOCUMENTS = 200
+_REJECTIONS: dict[str, type[PdfRejected]] = {"malformed_pdf": MalformedPdf, "encrypted": EncryptedPdf}
+
+_unreaped: list[int] = []
+_unreaped_lock = threading.Lock()
+_workers = threading.local()  # one worker per thread that reads scans (a Lambda invocation has one)
+
+
+class Worker:
+    """A forked child reading scans with ``engine`` for one thread, one document at a time."""
+
+    def __init__(self, engine: Engine, memory_bytes: int = WORKER_MEMORY_BYTES) -> None:
+        engine.load()  # here, before the fork: every worker inherits the loaded model
+        with PDFIUM_LOCK:  # no other thread is inside pdfium while the process is copied
+            _reap()
+            here, there = multiprocessing.Pipe(duplex=True)
+            parent = os.getpid()
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the child; observed through the pipe
+                _worker_main(there, parent, engine, memory_bytes)
+            there.close()
+        self.engine = engine
+        self.pid = pid
+        self.conn = here
+        self.documents = 0
+        self.alive = True
+
+    def __del__(self) -> None:
+        if self.alive and isinstance(_unreaped, list):  # its thread is gone; the next fork reaps it
+            _unreaped.append(self.pid)
+
+    def retire(self, kill: bool) -> None:
+        """Stop using this worker: killed if it may be busy, else told to go by closing its pipe."""
+        if not self.alive:
+            return
+        self.alive = False
+        self.conn.close()
+        if kill:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+        with _unreaped_lock:
+            _unreaped.append(self.pid)
+
+    def exit_status(self) -> str:
+        """Wait for the (dead) worker and say how it ended."""
+        self.alive = False
+        self.conn.close()
+        _, status = os.waitpid(self.pid, 0)
+        if os.WIFSIGNALED(status):
+            return f"signal {os.WTERMSIG(status)}"
+        return f"exit status {os.waitstatus_to_exitcode(status)}"
+
+
+def worker_for(engine: Engine) -> Worker:
+    """This thread's worker for ``engine`` (forked on first use, after a kill, or when worn out)."""
+    worker: Worker | None = getattr(_workers, "worker", None)
+    fresh = worker is not None and worker.alive and worker.engine is engine
+    if worker is None or not fresh or worker.documents >= WORKER_MAX_DOCUMENTS:
+        if worker is not None:
+            worker.retire(kill=False)
+        worker = _workers.worker = Worker(engine)
+    worker.documents += 1
+    return worker
+
+
+class Remote:
+    """One document read by this thread's worker, region by region; after each region the worker waits
+    for "go" or "stop", so it never reads past the region that decided."""
+
+    def __init__(self, data: bytes, engine: Engine, max_pages: int, header: float) -> None:
+        self._worker = worker_for(engine)
+        self._awaiting = False
+        self._idle = False
+        request = json.dumps(["read", max_pages, header]).encode()
+        try:
+            self._worker.conn.send_bytes(request)
+            self._worker.conn.send_bytes(data)
+        except OSError:  # it died since the last document: fork anew
+            self._worker.retire(kill=True)
+            self._worker = worker_for(engine)
+            self._worker.conn.send_bytes(request)
+            self._worker.conn.send_bytes(data)
+
+    def next(self, timeout: float, again: bool = False) -> Opened | RegionRead | None:
+        """The next event (``again``: the last region read once more), waiting at most ``timeout``
+        seconds (PdfTimeout after that)."""
+        conn = self._worker.conn
+        if self._awaiting:
+            conn.send_bytes(b"again" if again else b"go")
+            self._awaiting = False
+        if not conn.poll(max(timeout, 0.0)):
+            raise PdfTimeout("OCR budget spent inside one region")
+        try:
+            message = json.loads(conn.recv_bytes())
+        except EOFError:
+            raise MalformedPdf(f"the OCR worker died ({self._worker.exit_status()})") from None
+        kind = message[0]
+        if kind == "opened":
+            return Opened(message[1])
+        if kind == "region":
+            self._awaiting = True
+            return RegionRead(Region(**message[1]), *message[2:])
+        self._idle = True
+        if kind == "end":
+            return None
+        if kind == "rejected":
+            if message[3]:
+                self._worker.retire(kill=True)
+            raise _REJECTIONS.get(message[1], MalformedPdf)(message[2])
+        self._worker.retire(kill=True)
+        raise RuntimeError(f"OCR worker failed with {message[1]}")
+
+    def close(self) -> None:
+        """Leave the worker ready for the next document, or kill it if it is still busy with this one."""
+        if self._idle or not self._worker.alive:
+            return
+        if self._awaiting:
+            self._worker.conn.send_bytes(b"stop")
+            return
+        self._worker.retire(kill=True)  # inside a region: the budget ran out, or the caller failed
+
+
+def _reap() -> None:
+    with _unreaped_lock:
+        for pid in list(_unreaped):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                done = pid
+            if done:
+                _unreaped.remove(pid)
+
+
+def _cap_memory(headroom: int) -> None:
+    """Let this process allocate at most ``headroom`` more bytes (RLIMIT_DATA counts heap and anonymous
+    maps on Linux): past it an allocation fails in the worker, not the whole execution environment."""
+    try:
+        with open("/proc/self/status", "rb") as status:
+            used_kib = int(re.search(rb"VmData:\s+(\d+)", status.read()).group(1))  # type: ignore[union-attr]
+    except (OSError, AttributeError, ValueError):
+        return  # not Linux: the budget still bounds the worker
+    limit = used_kib * 1024 + headroom
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+
+def _worker_main(  # pragma: no cover - runs in the forked child
+    conn: Connection, parent: int, engine: Engine, memory_bytes: int
+) -> NoReturn:
+    """The worker: for each request and document, stream its events; exit at end of file. Never
+    returns, never logs (locks inherited from other threads may be held forever)."""
+    try:
+        gc.freeze()
+        logger.disabled = True
+        faulthandler.disable()
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:
+            os._exit(0)
+        keep = conn.fileno()
+        os.closerange(3, keep)
+        os.closerange(keep + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.close(null)
+        _cap_memory(memory_bytes)
+        with contextlib.suppress(EOFError):
+            while _read_one(conn, engine):
+                continue
+    finally:
+        os._exit(0)
+
+
+def _read_one(conn: Connection, engine: Engine) -> bool:  # pragma: no cover - runs in the forked child
+    """Read one document for the parent; False when this worker must not be used again."""
+    _, max_pages, header = json.loads(conn.recv_bytes())
+    data = conn.recv_bytes()
+    events = read_regions(data, engine, max_pages=max_pages, header=header)
+    try:
+        verdict: str | None = None
+        while True:
+            try:
+                event = events.send(verdict)
+            except StopIteration:
+                break
+            verdict = None
+            if isinstance(event, Opened):
+                conn.send_bytes(json.dumps(["opened", event.page_count]).encode())
+                continue
+            fields = [asdict(event.region), event.candidates, event.chars, event.render_seconds]
+            fields += [event.ocr_seconds, event.has_at, event.second_look]
+            conn.send_bytes(json.dumps(["region", *fields]).encode())
+            answer = conn.recv_bytes()
+            if answer == b"stop":
+                return True
+            verdict = AGAIN if answer == b"again" else None
+        conn.send_bytes(b'["end"]')
+        return True
+    except PdfRejected as exc:
+        conn.send_bytes(json.dumps(["rejected", exc.reason, str(exc), False]).encode())
+        return True
+    except MemoryError:
+        conn.send_bytes(b'["rejected", "malformed_pdf", "the OCR worker ran out of memory", true]')
+        return False
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it; then retire
+        conn.send_bytes(json.dumps(["error", type(exc).__name__]).encode())
+        return False
+    finally:
+        events.close()
