@@ -33,10 +33,10 @@ def corpus_of(tag: str, start: int, n: int = 3) -> tuple[samples.Corpus, dict[st
     return corpus, owners
 
 
-def user_ids(stack: dict[str, Any], emails: list[str]) -> dict[str, int]:
+def user_ids(stack: dict[str, Any], emails: list[str]) -> dict[str, str]:
     with stack["db"].cursor() as cur:
         cur.execute(f"SELECT email, id FROM users WHERE email IN ({', '.join(['%s'] * len(emails))})", emails)
-        return {e: int(i) for e, i in cur.fetchall()}
+        return {e: str(i) for e, i in cur.fetchall()}  # the API's userId is the id as text
 
 
 def assert_linked_as_named(stack: dict[str, Any], batch_id: str, owners: dict[str, str]) -> None:

@@ -151,7 +151,7 @@ def test_work_queue_redrives_to_the_dlq_after_five_receives(stack: dict[str, Any
     redrive = json.loads(attrs["RedrivePolicy"])
     assert redrive["deadLetterTargetArn"] == dlq_arn
     assert int(redrive["maxReceiveCount"]) == 5
-    assert int(attrs["VisibilityTimeout"]) == 720
+    assert int(attrs["VisibilityTimeout"]) == 1080  # 6x the process_pdf timeout (180 s)
 
 
 def test_zips_under_uploads_notify_unzip(stack: dict[str, Any], aws: Any) -> None:

@@ -113,8 +113,11 @@ def test_the_chromium_resumes_through_the_pipeline_end_as_the_rule_says(
         for r in chromium.resumes()
     ]
     # WHEN staged and processed over the real MySQL and Redis
-    observed, status, _ = cases.run_entry_cases(deps, entry_cases, lambda e: add_users(db, e)[e])
+    observed, statuses, _ = cases.run_entry_cases(
+        deps, entry_cases, lambda _deps, _shape: lambda e: add_users(db, e)[e]
+    )
     # THEN each ends with its outcome and link, and the batch completed with counters equal to the ledger
     assert [p for case in entry_cases for p in cases.mismatches(case, observed[case.name])] == []
-    assert status["status"] == "COMPLETED"
-    assert_counters_match_ledger(deps, status["batchId"])
+    for status in statuses:
+        assert status["status"] == "COMPLETED"
+        assert_counters_match_ledger(deps, status["batchId"])
