@@ -181,8 +181,8 @@ KNOWN_CAUSES = {
     ),
     "final_objects_exist": "case 2: a final key shared by two batches, deleted by the one that lost the link",
     "no_staged_leftovers": (
-        "nothing deletes staging/ objects: only the bucket's lifecycle rule expires them "
-        "(StagingExpirationDays, 7 days); `pdfbatch retry` relies on them meanwhile"
+        "a linked file's staged copy survived: process_pdf deletes it after the link (best effort, a "
+        "warning in its log when the delete failed), or an entry without an outcome was staged"
     ),
 }
 

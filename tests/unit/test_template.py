@@ -411,14 +411,20 @@ def test_only_the_vpc_policy_is_attached_and_only_with_a_vpc(template: dict[str,
         assert "Policies" not in props, f"{name}: SAM would add managed policies with '*' resources"
 
 
-def test_no_function_can_delete_outside_pdfs(template: dict[str, Any]) -> None:
+def test_no_function_can_delete_anything_but_staged_copies(template: dict[str, Any]) -> None:
+    # Final objects and uploads are never deleted by a function (`pdfbatch gc` and the lifecycle rules
+    # do); process_pdf deletes a linked file's staged copy, and nothing else.
+    deleters = set()
     for name, st in iam_statements(template):
         if st["Effect"] != "Allow":
             continue
         actions = as_list(st["Action"])
-        if any(a in ("s3:DeleteObject", "s3:DeleteObjectVersion", "s3:Delete*") for a in actions):
+        if any(a.startswith("s3:Delete") or a in ("s3:*", "*") for a in actions):
+            assert actions == ["s3:GetObject", "s3:DeleteObject"], (name, st)
             for res in as_list(st["Resource"]):
-                assert arn_text(res).endswith("/pdfs/*"), (name, st)
+                assert arn_text(res).endswith("/staging/*"), (name, st)
+            deleters.add(name)
+    assert len(deleters) == 1, deleters
 
 
 def test_each_function_gets_only_its_own_s3_and_sqs_rights(template: dict[str, Any]) -> None:
@@ -454,6 +460,7 @@ def test_each_function_gets_only_its_own_s3_and_sqs_rights(template: dict[str, A
     process = data_grants("ProcessPdfFunction")
     assert {(a, r) for a, r in process if a.startswith("s3:")} == {
         ("s3:GetObject", "/staging/*"),
+        ("s3:DeleteObject", "/staging/*"),
         ("s3:GetObject", "/pdfs/*"),
         ("s3:PutObject", "/pdfs/*"),
         ("s3:ListBucket", ""),

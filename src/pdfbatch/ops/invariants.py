@@ -64,7 +64,11 @@ RULES: tuple[tuple[str, str], ...] = (
         "a PDF is linked only to the user it visibly and uniquely names, and one naming a user is never "
         "recorded as no match (needs the oracle's owners)",
     ),
-    ("no_staged_leftovers", "no staged object outlives its batch (nothing under staging/{batchId}/)"),
+    (
+        "no_staged_leftovers",
+        "no staged copy of a linked file (or of an entry with no outcome) outlives its batch; the others "
+        "stay under staging/{batchId}/ for `pdfbatch retry` until the lifecycle rule expires them",
+    ),
     (
         "uploads_accounted",
         "every accepted upload is its own batch (or a batch FAILED as a whole), holding that upload's "
@@ -488,7 +492,8 @@ def links_match_oracle(ev: Evidence, r: Result, oracle: Oracle | None) -> None:
 
 
 def no_staged_leftovers(ev: Evidence, r: Result) -> None:
-    """A final batch has nothing left under staging/{batchId}/."""
+    """A final batch keeps under staging/{batchId}/ only copies of entries that `pdfbatch retry` may run
+    again (recorded, not linked): a linked file's copy is deleted once it is linked."""
     left: Counter[str] = Counter()
     for b in ev.batches.values():
         if b.row is None or b.row.status not in FINAL_STATUSES:
@@ -498,6 +503,8 @@ def no_staged_leftovers(ev: Evidence, r: Result) -> None:
         for key in b.staged:
             stem = key.rsplit("/", 1)[-1].split(".", 1)[0]
             outcome = outcomes.get(int(stem)) if stem.isdigit() else None
+            if outcome is not None and outcome != Outcome.LINKED:
+                continue
             left[str(outcome or "no outcome")] += 1
             r.fail(batchId=b.batch_id, key=key, entryOutcome=outcome)
     if left:

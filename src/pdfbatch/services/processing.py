@@ -138,6 +138,7 @@ def _match_and_link(
         timings["count"] = time.monotonic() - t
         timings["total"] = time.monotonic() - started
         _keep_timings(deps, stored, timings)
+        _drop_staged_copy(deps, task)
         logger.info(
             "file processed",
             extra={
@@ -155,6 +156,22 @@ def _match_and_link(
         Outcome.SKIPPED_ALREADY_EXISTS, Reason.ALREADY_LINKED, user_id=user.id, sha256=sha, detail=timings
     )
     return _finish(deps, task, result, started)
+
+
+def _drop_staged_copy(deps: Deps, task: FileTask) -> None:
+    """Delete a linked file's staged copy: the final object is the copy that counts, and a linked file is
+    never run again (retry skips it, reopen refuses it), so one copy of a person's document fewer.
+
+    Safe under at-least-once: the key is this batch entry's own, a redelivery finds the outcome
+    recorded before it reads S3, and a concurrent delivery that finds the copy gone records
+    missing_object, which the ledger's first outcome (this link) outranks. Best effort: if the delete
+    fails, the bucket's staging/ lifecycle rule expires the copy. Staged copies of files not linked stay
+    there for `pdfbatch retry` until that rule expires them.
+    """
+    try:
+        deps.store.delete(task.bucket, task.staging_key)
+    except Exception:  # noqa: BLE001 - the link is recorded; a leftover copy only waits for the lifecycle rule
+        logger.warning("staged copy not deleted; the lifecycle rule will expire it", exc_info=True)
 
 
 @dataclass(frozen=True)
