@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, Protocol
+
+from pdfbatch.ocr.layout import Line, layout_text
 
 # Threads: one per engine, whatever the machine. A libtesseract built with OpenMP (Debian's) spreads every
 # page over all cores and thrashes on two (~15 s a page instead of ~1.4 s, measured); OpenMP reads this
@@ -137,6 +140,25 @@ class Tesseract:
         api = self._api
         api.SetImageBytes(raster.pixels, raster.width, raster.height, 1, raster.stride)
         api.SetSourceResolution(raster.dpi)
-        text: str = api.GetUTF8Text()
-        api.Clear()  # frees the page's internal images and results (keeps the model)
-        return text
+        try:
+            api.Recognize()
+            return layout_text(list(self._lines()))
+        finally:
+            api.Clear()  # frees the page's internal images and results (keeps the model)
+
+    def _lines(self) -> Iterator[Line]:
+        """The recognised lines in reading order, with their boxes and paragraphs (layout.Line)."""
+        import tesserocr
+
+        level, paragraph = tesserocr.RIL.TEXTLINE, -1
+        iterator = self._api.GetIterator()
+        if iterator is None:
+            return
+        for line in tesserocr.iterate_level(iterator, level):
+            if line.IsAtBeginningOf(tesserocr.RIL.PARA):
+                paragraph += 1
+            text = (line.GetUTF8Text(level) or "").strip("\n")
+            box = line.BoundingBox(level)
+            if text.strip() and box is not None:
+                left, top, right, bottom = box
+                yield Line(text.rstrip(), left, top, right, bottom, paragraph)
