@@ -93,6 +93,28 @@ def _poll(api: ApiClient, batch_id: str, stop: threading.Event, out: list[float]
         stop.wait(retry_after or 1.0)
 
 
+def idle_start(stack: BenchStack, path: Path, files: int, *, idle: float) -> tuple[float, float]:
+    """One batch uploaded after ``idle`` seconds with an empty work queue: seconds from the upload's end to
+    the first file started (the first process_pdf attempt, as the ledger recorded it), and from the ZIP
+    unpacked (every message sent) to that start: the work queue's pick-up delay alone."""
+    from bench.stack import REDIS_URL
+    from pdfbatch.adapters.redis import RedisProgress
+
+    time.sleep(idle)
+    run = run_batch(stack, path, files)
+    uploaded = run.completed_at - run.seconds + run.upload_seconds
+    conn = stack.db()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT MIN(started_at) FROM pdfbatch_files WHERE batch_id = %s", (run.batch_id,))
+            first = float(cur.fetchone()[0])
+    finally:
+        conn.close()
+    live = RedisProgress.from_url(REDIS_URL).get(run.batch_id)
+    unpacked = live.unpacked_at if live is not None and live.unpacked_at else float("nan")
+    return first - uploaded, first - unpacked
+
+
 def file_timings(stack: BenchStack, run: Run, timeout: float = 60) -> list[dict[str, float]]:
     """The per-file stage timings (ms) process_pdf logged for ``run``'s batch."""
     deadline = time.monotonic() + timeout

@@ -7,6 +7,14 @@
 # mapping exists) keeps LocalStack's receive/filter/delete code and only changes the dispatch: while a slot
 # of MaximumConcurrency is free it receives the next batch and hands it to a pool, draining the queue before
 # going back to LocalStack's poll loop. FIFO queues and mappings without MaximumConcurrency are untouched.
+#
+# The idle start. After an empty poll LocalStack backs off exponentially (up to 10 s,
+# LAMBDA_EVENT_SOURCE_MAPPING_MAX_BACKOFF_ON_EMPTY_POLL_SEC), so the first file of a batch uploaded to an
+# idle stack waited 0.2-7.2 s before anything picked it up (measured, issue 15). On AWS the pollers
+# long-poll and a message is picked up at once. Here an idle mapping long-polls too: it asks for one
+# message with a long wait (IDLE_WAIT_SECONDS, returning as soon as one arrives), then drains the queue
+# with the mapping's own batch size and window. Nothing is received that is not handled, so receive
+# counts (and with them the redrive policy and the retry delays) are unchanged.
 
 from __future__ import annotations
 
@@ -21,6 +29,8 @@ from localstack.services.lambda_.event_source_mapping.pollers.sqs_poller import 
 
 LOG = logging.getLogger(__name__)
 _STATE = "_pdfbatch_concurrency"
+# How long one idle receive waits for a message; a disabled or deleted mapping stops within this.
+IDLE_WAIT_SECONDS = 2
 _applied = False
 _apply_lock = threading.Lock()
 
@@ -78,11 +88,14 @@ def apply() -> None:
             while _acquire(dispatch):
                 dispatch.held = True
                 try:
-                    original_poll(self)  # receives one batch; handle_messages below submits it
+                    if received:
+                        original_poll(self)  # receives one batch; handle_messages below submits it
+                    else:
+                        idle_poll(self, dispatch)
                 except EmptyPollResultsException:
                     if received:
                         return  # drained: back to LocalStack's loop and its poll interval
-                    raise  # nothing at all: let LocalStack back off
+                    raise  # the mapping stopped while idle
                 finally:
                     if dispatch.held:  # the receive failed or was filtered away before dispatch
                         dispatch.held = False
@@ -90,6 +103,23 @@ def apply() -> None:
                 received = True
         finally:
             dispatch.active = False
+
+    def idle_poll(self: SqsPoller, dispatch: _Dispatch) -> None:
+        """Long-poll for one message until one arrives or the mapping stops (see IDLE_WAIT_SECONDS)."""
+        batch_size, window = self.batch_size, self.maximum_batching_window
+        try:
+            # LocalStack's receive returns when batch_size messages are there or the window ends:
+            # asking for one makes it return on the first message, as a long poll on AWS does.
+            self.batch_size, self.maximum_batching_window = 1, IDLE_WAIT_SECONDS
+            while True:
+                try:
+                    original_poll(self)
+                    return
+                except EmptyPollResultsException:
+                    if dispatch.stop.is_set():
+                        raise
+        finally:
+            self.batch_size, self.maximum_batching_window = batch_size, window
 
     def handle_messages(self: SqsPoller, messages: Any) -> None:
         dispatch: _Dispatch | None = getattr(self, _STATE, None)
