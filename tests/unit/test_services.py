@@ -923,3 +923,34 @@ def test_a_batch_nobody_uploads_to_ends_failed_upload_expired_once_its_link_and_
     # (tests/unit/test_uploads.py, case 7)
     late = stage(deps, [("a.pdf", text_pdf("x"))], key=f"uploads/{batch_id}.zip")
     assert (late.batch_id, late.duplicate, late.status) == (batch_id, False, "PROCESSING")
+
+
+def test_a_linked_files_staged_copy_is_deleted_and_a_concurrent_delivery_that_finds_it_gone_changes_nothing(
+    deps: Deps, ledger: FakeLedger, progress: FakeProgress, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a batch with a PDF naming a user and one naming nobody
+    user = ledger.add_user("a@example.com")
+    report = stage(
+        deps, [("a.pdf", resume("A", "a@example.com")), ("n.pdf", resume("N", "n@nowhere.example"))]
+    )
+    msgs = receive_all(deps)
+    unstarted = ledger.get_file(report.batch_id, 0)
+    # WHEN both are processed
+    process_all(deps, msgs)
+    # THEN the linked file's staged copy is gone, the other one's stays for `pdfbatch retry`
+    assert objects(deps, "staging/") == [staging_key(report.batch_id, 1)]
+    linked = ledger.get_file(report.batch_id, 0)
+    assert linked is not None and linked.outcome == "linked"
+    # WHEN a second delivery of the linked file's message, which read the ledger before the link was
+    # recorded, reaches S3 after the copy was deleted
+    reads = iter([unstarted])
+    real_get = ledger.get_file
+    monkeypatch.setattr(ledger, "get_file", lambda b, i: next(reads, None) or real_get(b, i))
+    processing.process_file(deps, FileTask.from_message(msgs[0]))
+    # THEN the first outcome stands (the attempt is counted), counted once, and the user still points
+    # at the final object
+    after = ledger.get_file(report.batch_id, 0)
+    assert after is not None and replace(after, attempts=linked.attempts) == linked
+    assert ledger.pdf_url_of(user) is not None
+    status = views.batch_status(deps, report.batch_id)
+    assert (status["status"], status["processed"], status["linked"]) == ("COMPLETED", 2, 1)
