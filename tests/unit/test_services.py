@@ -684,11 +684,14 @@ def test_crash_after_link_before_counting_then_redelivery_counts_once(
         process_all(deps, msgs[:1])
     assert files_by_name(deps, report.batch_id)["a.pdf"].outcome == "linked"
     assert views.batch_status(deps, report.batch_id)["processed"] == 0
+    assert staging_key(report.batch_id, 0) in objects(deps, "staging/")  # died before deleting it
     # WHEN every message arrives, the crashed one twice
     process_all(deps, msgs + msgs[:1])
     # THEN the linked file is counted exactly once and the batch completes
     status = assert_counters_match_ledger(deps, report.batch_id)
     assert (status["status"], status["processed"], status["linked"]) == ("COMPLETED", 2, 1)
+    # AND the redelivery deleted the linked file's staged copy; the other one's stays for retry
+    assert objects(deps, "staging/") == [staging_key(report.batch_id, 1)]
 
 
 def test_progress_expiring_mid_batch_is_rebuilt_and_never_goes_backwards(

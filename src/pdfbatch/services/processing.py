@@ -41,6 +41,8 @@ def process_file(deps: Deps, task: FileTask) -> FileRow | None:
     if row.outcome is not None:
         # Redelivery (or a crash after recording): make sure it is counted, change nothing else.
         tally.count(deps, row)
+        if row.outcome == Outcome.LINKED:
+            _drop_staged_copy(deps, task)  # the delivery that linked it may have died before deleting it
         logger.info("already recorded; redelivery counted once", extra={"outcome": row.outcome})
         return row
     started = time.monotonic()
@@ -163,7 +165,8 @@ def _drop_staged_copy(deps: Deps, task: FileTask) -> None:
     never run again (retry skips it, reopen refuses it), so one copy of a person's document fewer.
 
     Safe under at-least-once: the key is this batch entry's own, a redelivery finds the outcome
-    recorded before it reads S3, and a concurrent delivery that finds the copy gone records
+    recorded before it reads S3 (and deletes the copy again, in case the delivery that linked died
+    before deleting it), and a concurrent delivery that finds the copy gone records
     missing_object, which the ledger's first outcome (this link) outranks. Best effort: if the delete
     fails, the bucket's staging/ lifecycle rule expires the copy. Staged copies of files not linked stay
     there for `pdfbatch retry` until that rule expires them.
