@@ -181,8 +181,10 @@ def closing_notes(rows: Sequence[Row]) -> list[str]:
         "staged (~70 s) and ~65/s after. On AWS unzip has its own CPU.",
         "Tried while tuning, not kept (within that noise): SQS BatchSize 10 (fewer invocations and SQS "
         "calls, 40-53 PDFs/s against 43-48 with 5) and MaximumBatchingWindow 0 (more, emptier receives: "
-        "LocalStack CPU went up). LocalStack's SQS poller also backs off on an empty queue, so the first "
-        "PDF starts 0.2-1.9 s after the upload; on AWS long polling picks the first message up at once.",
+        "LocalStack CPU went up). LocalStack's SQS poller backs off on an empty queue (up to 10 s), so the "
+        "first PDF of a batch uploaded to an idle stack started 0.2-7.2 s after the upload; the executor "
+        "plugin now makes an idle mapping long-poll for one message (sqs_concurrency.py), as AWS's pollers "
+        "do: the idle-start row.",
         "Status: a GET /batches/{id} goes API Gateway -> Lambda invoke -> function -> Redis inside "
         "LocalStack; the function itself answers in a few ms (its REPORT durations), the rest is "
         "LocalStack's gateway and invoke path on saturated cores. 20 simultaneous first polls start 20 "
