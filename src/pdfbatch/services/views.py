@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pdfbatch import delivery
 from pdfbatch.errors import InvalidInput, NotFound
 from pdfbatch.model import COUNTED_OUTCOMES, FINAL_STATUSES, IGNORED, BatchStatus, describe, is_batch_id
 from pdfbatch.ports import BatchRow, FileRow, LiveProgress
@@ -24,8 +25,41 @@ def batch_status(deps: Deps, batch_id: str) -> dict[str, Any]:
 
     A read may end a batch, through named calls only: one nobody uploaded to expires
     (``batches.expire_if_abandoned``), one whose every file is recorded but whose summary was lost
-    completes (``tally.complete_from_ledger``).
+    completes (``tally.complete_from_ledger``). A final batch links its report (presigned GETs) once it
+    is announced; one whose announcer died is announced here, through ``tally.announce``.
     """
+    body = _batch_status(deps, batch_id)
+    if body["status"] in FINAL_STATUSES:
+        report = report_links(deps, batch_id)
+        if report is not None:
+            body["report"] = report
+    return body
+
+
+def report_links(deps: Deps, batch_id: str) -> dict[str, Any] | None:
+    """Presigned GETs of a final batch's report, or None while it has none.
+
+    A final batch not announced yet is announced first (``tally.announce``: a no-op while another
+    announcer's claim holds), so a report whose announcer died is written by the next read.
+    """
+    batch = deps.ledger.get_batch(batch_id)
+    if batch is None or batch.status not in FINAL_STATUSES:
+        return None
+    if batch.announced_at is None:
+        tally.announce(deps, batch_id)
+        batch = deps.ledger.get_batch(batch_id)
+        if batch is None or batch.announced_at is None:
+            return None
+    keys = delivery.report_keys(batch_id)
+    expires = delivery.REPORT_URL_EXPIRES_SECONDS
+    return {
+        "csv": deps.store.presigned_get(deps.settings.bucket, keys["csv"], expires),
+        "summary": deps.store.presigned_get(deps.settings.bucket, keys["summary"], expires),
+        "expiresIn": expires,
+    }
+
+
+def _batch_status(deps: Deps, batch_id: str) -> dict[str, Any]:
     if not is_batch_id(batch_id):
         raise NotFound("no such batch")
     live = deps.progress.get(batch_id)
