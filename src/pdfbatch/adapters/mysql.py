@@ -46,6 +46,9 @@ SCHEMA = (
       unpacked_at DOUBLE NULL,
       completed_at DOUBLE NULL,
       started_at DOUBLE NULL,
+      object_version VARCHAR(1024) NULL,
+      announce_started_at DOUBLE NULL,
+      announced_at DOUBLE NULL,
       KEY by_key (key_hash, created_at)
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
     """,
