@@ -360,3 +360,42 @@ def test_a_refused_entry_raises_dependency_unavailable() -> None:
 
     with pytest.raises(DependencyUnavailable):
         EventBridgeEvents(Refusing()).put_event("pdfbatch", "Batch Completed", {})
+
+
+# --- pdfbatch report --download -------------------------------------------------------------------
+
+
+def test_report_download_saves_both_files_as_written(
+    deps: Deps, ledger: FakeLedger, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    from pdfbatch.cli import operator
+    from pdfbatch.cli.parser import build_parser
+
+    # GIVEN a completed batch, and the CLI reaching this deps
+    batch_id = mixed_batch(deps, ledger)
+    drain(deps)
+    monkeypatch.setattr(operator, "ops_deps", lambda: (deps, {}))
+    # WHEN `pdfbatch report BATCH --download DIR` runs
+    args = build_parser().parse_args(["report", batch_id, "--download", str(tmp_path)])
+    code = args.func(args)
+    # THEN DIR/BATCH holds results.csv and summary.json, byte for byte the report
+    assert code == 0
+    saved = {p.name: p.read_bytes() for p in (tmp_path / batch_id).iterdir()}
+    written = report_bytes(deps, batch_id)
+    assert saved == {"results.csv": written["csv"], "summary.json": written["summary"]}
+    assert json.loads(capsys.readouterr().out)["status"] == "COMPLETED"
+
+
+def test_report_download_of_a_batch_still_running_is_a_usage_error(
+    deps: Deps, ledger: FakeLedger, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pdfbatch.cli import operator
+    from pdfbatch.cli.common import CliError
+    from pdfbatch.cli.parser import build_parser
+
+    batch_id = mixed_batch(deps, ledger)
+    monkeypatch.setattr(operator, "ops_deps", lambda: (deps, {}))
+    args = build_parser().parse_args(["report", batch_id, "--download", str(tmp_path)])
+    with pytest.raises(CliError):
+        args.func(args)
+    assert not (tmp_path / batch_id).exists()

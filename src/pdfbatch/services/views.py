@@ -42,14 +42,8 @@ def report_links(deps: Deps, batch_id: str) -> dict[str, Any] | None:
     A final batch not announced yet is announced first (``tally.announce``: a no-op while another
     announcer's claim holds), so a report whose announcer died is written by the next read.
     """
-    batch = deps.ledger.get_batch(batch_id)
-    if batch is None or batch.status not in FINAL_STATUSES:
+    if not _announced(deps, batch_id):
         return None
-    if batch.announced_at is None:
-        tally.announce(deps, batch_id)
-        batch = deps.ledger.get_batch(batch_id)
-        if batch is None or batch.announced_at is None:
-            return None
     keys = delivery.report_keys(batch_id)
     expires = delivery.REPORT_URL_EXPIRES_SECONDS
     return {
@@ -57,6 +51,34 @@ def report_links(deps: Deps, batch_id: str) -> dict[str, Any] | None:
         "summary": deps.store.presigned_get(deps.settings.bucket, keys["summary"], expires),
         "expiresIn": expires,
     }
+
+
+def report_files(deps: Deps, batch_id: str) -> dict[str, bytes]:
+    """`pdfbatch report --download`: the report's files by name (results.csv, summary.json).
+
+    NotFound for an unknown batch, InvalidInput while it is not final or its announcement is claimed
+    by an announcer still at work (``tally.announce`` is called first, as ``report_links`` does).
+    """
+    batch = deps.ledger.get_batch(batch_id) if is_batch_id(batch_id) else None
+    if batch is None:
+        raise NotFound("no such batch")
+    if not _announced(deps, batch_id):
+        raise InvalidInput(f"batch {batch_id} has no report yet (it is {batch.status})")
+    return {
+        key.rsplit("/", 1)[1]: deps.store.get_bytes(deps.settings.bucket, key)
+        for key in delivery.report_keys(batch_id).values()
+    }
+
+
+def _announced(deps: Deps, batch_id: str) -> bool:
+    """Whether a final batch's report is written, announcing it first (the named call) if not yet."""
+    batch = deps.ledger.get_batch(batch_id)
+    if batch is None or batch.status not in FINAL_STATUSES:
+        return False
+    if batch.announced_at is None:
+        tally.announce(deps, batch_id)
+        batch = deps.ledger.get_batch(batch_id)
+    return batch is not None and batch.announced_at is not None
 
 
 def _batch_status(deps: Deps, batch_id: str) -> dict[str, Any]:
