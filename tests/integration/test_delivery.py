@@ -6,8 +6,10 @@ LocalStack's bus and reads them from an SQS queue a rule targets).
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -15,9 +17,10 @@ import pytest
 
 from fakes import FakeEvents
 from fixtures import pdfs
-from fixtures.pipeline import drain, process_all, receive_all, upload
+from fixtures.faults import KILLED, run_killed_worker
+from fixtures.pipeline import drain, empty_and_delete_bucket, process_all, receive_all, upload
 from fixtures.zips import zipfile_zip as make_zip
-from pdfbatch import delivery
+from pdfbatch import bootstrap, delivery
 from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
 from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.services import Deps, staging, tally, views
@@ -134,4 +137,82 @@ def test_announcers_racing_on_separate_connections_put_one_event(deps: Deps, db:
     # THEN exactly one claimed it and one event was put
     assert sorted(won) == [False] * 7 + [True]
     assert len(events.of(batch_id)) == 1
+    _csv_equals_ledger(deps, batch_id)
+
+
+# --- a real worker process killed right after finish_batch, over LocalStack S3/SQS/EventBridge ---------
+
+
+@pytest.fixture()
+def ls_deps(localstack: str, db: Any, settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Deps]:
+    """Real adapters as bootstrap builds them: LocalStack S3/SQS/EventBridge, the MariaDB, the Redis."""
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    s = replace(settings, endpoint_url=localstack)
+    s3, sqs = bootstrap.boto3_client("s3", s), bootstrap.boto3_client("sqs", s)
+    s3.create_bucket(Bucket=s.bucket)
+    s3.put_bucket_versioning(Bucket=s.bucket, VersioningConfiguration={"Status": "Enabled"})
+    queue_url = sqs.create_queue(QueueName=f"work-{s.bucket}")["QueueUrl"]
+    deps = bootstrap.build_deps(replace(s, queue_url=queue_url), need_queue=True)
+    yield deps
+    empty_and_delete_bucket(s3, s.bucket)
+    sqs.delete_queue(QueueUrl=queue_url)
+    deps.ledger.client.close()  # type: ignore[attr-defined]
+
+
+@pytest.fixture()
+def completions(ls_deps: Deps) -> Iterator[tuple[Any, str]]:
+    """An EventBridge rule (source pdfbatch, default bus) targeting a fresh SQS queue: (sqs, queue url)."""
+    s = ls_deps.settings
+    events, sqs = bootstrap.boto3_client("events", s), bootstrap.boto3_client("sqs", s)
+    name = f"done-{s.bucket}"[:64]
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    events.put_rule(Name=name, EventPattern=json.dumps({"source": ["pdfbatch"]}), State="ENABLED")
+    events.put_targets(Rule=name, Targets=[{"Id": "queue", "Arn": arn}])
+    yield sqs, url
+    events.remove_targets(Rule=name, Ids=["queue"])
+    events.delete_rule(Name=name)
+    sqs.delete_queue(QueueUrl=url)
+
+
+def _received(sqs: Any, url: str, batch_id: str, seconds: float) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get(
+            "Messages", []
+        ):
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+            body = json.loads(m["Body"])
+            if body["detail"].get("batchId") == batch_id:
+                found.append(body)
+    return found
+
+
+def test_worker_process_killed_after_finish_batch_is_announced_once_by_the_redelivery(
+    ls_deps: Deps, db: Any, completions: tuple[Any, str]
+) -> None:
+    deps, (sqs, url) = ls_deps, completions
+    # GIVEN a batch whose every file but the last is processed
+    batch_id = _batch(deps, db)
+    msgs = sorted(receive_all(deps), key=lambda m: m["index"])
+    process_all(deps, msgs[:-1])
+    # WHEN the worker of the last file is killed (os._exit) right after MySQL committed finish_batch
+    hook = {"port": "ledger", "method": "finish_batch"}
+    scenario = {"run": "process_file", "message": msgs[-1], "die_after": hook}
+    assert run_killed_worker(deps.settings, scenario) == KILLED
+    batch = deps.ledger.get_batch(batch_id)
+    assert batch is not None and batch.status == "COMPLETED" and batch.announced_at is None
+    assert _received(sqs, url, batch_id, 3) == []
+    # and SQS redelivers its message, twice
+    process_all(deps, msgs[-1:], times=2)
+    # THEN the rule's queue gets exactly one Batch Completed event, and the CSV equals the ledger
+    events = _received(sqs, url, batch_id, 8)
+    assert [e["detail-type"] for e in events] == ["Batch Completed"]
+    assert events[0]["detail"]["counts"]["processed"] == 3
     _csv_equals_ledger(deps, batch_id)
