@@ -17,7 +17,7 @@ here; this module imports no sibling use case.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from pdfbatch import delivery
 from pdfbatch.errors import NotFound, ProgressMissing
@@ -195,9 +195,11 @@ def announce(deps: Deps, batch_id: str) -> bool:
     3. put one event on the default bus (source ``pdfbatch``, ``Batch Completed``/``Batch Failed``);
     4. ``announced_at`` (only if this claim still holds).
     An announcer that dies before 4 leaves the claim to expire: the next call after the lease (the
-    redelivery of the message that finished the batch, a status read, ``pdfbatch announce``) writes the
-    report again and puts the event again. So an event can be put twice, only after such a death;
-    EventBridge delivers at least once anyway: consumers dedupe on (batchId, completedAt).
+    redelivery of the message that finished the batch, a status read, ``pdfbatch report --download``)
+    writes the report again and puts the event again. So an event can be put twice, only after such a
+    death; EventBridge delivers at least once anyway: consumers dedupe on (batchId, completedAt).
+    A batch reopened meanwhile (``pdfbatch retry``) loses the claim (reopen clears it): the mark fails,
+    and its next completion is announced with the report as it then is.
     Returns True when this call announced the batch.
     """
     batch = deps.ledger.claim_announcement(batch_id, ANNOUNCE_LEASE_SECONDS)
@@ -205,9 +207,10 @@ def announce(deps: Deps, batch_id: str) -> bool:
         return False
     assert batch.announce_started_at is not None
     keys = delivery.report_keys(batch_id)
-    rows = _all_files(deps, batch_id)
     bucket = deps.settings.bucket
-    deps.store.put_bytes(bucket, keys["csv"], delivery.results_csv(rows), "text/csv; charset=utf-8")
+    # Rows are read page by page into the CSV text: only the CSV is held whole, never every FileRow.
+    csv_bytes = delivery.results_csv(_all_files(deps, batch_id))
+    deps.store.put_bytes(bucket, keys["csv"], csv_bytes, "text/csv; charset=utf-8")
     deps.store.put_bytes(bucket, keys["summary"], delivery.summary_json(batch), "application/json")
     if deps.events is None:
         # Nothing to put the event on (a CLI without EventBridge): the claim lapses, a later call puts it.
@@ -217,16 +220,15 @@ def announce(deps: Deps, batch_id: str) -> bool:
         delivery.EVENT_SOURCE, delivery.DETAIL_TYPES[BatchStatus(batch.status)], delivery.event_detail(batch)
     )
     marked = deps.ledger.mark_announced(batch_id, batch.announce_started_at)
-    logger.info("batch announced", extra={"status": batch.status, "marked": marked, "files": len(rows)})
+    logger.info("batch announced", extra={"status": batch.status, "marked": marked, "bytes": len(csv_bytes)})
     return True
 
 
-def _all_files(deps: Deps, batch_id: str) -> list[FileRow]:
-    rows: list[FileRow] = []
+def _all_files(deps: Deps, batch_id: str) -> Iterator[FileRow]:
     after = -1
     while True:
         page = deps.ledger.list_files(batch_id, after, 1000)
-        rows.extend(page)
+        yield from page
         if len(page) < 1000:
-            return rows
+            return
         after = page[-1].index
