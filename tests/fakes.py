@@ -15,7 +15,7 @@ from typing import Any
 
 from pdfbatch.adapters.redis import hash_fields, live_progress
 from pdfbatch.adapters.users_table import can_hold, normalise
-from pdfbatch.errors import ProgressMissing, UsersTableError
+from pdfbatch.errors import DependencyUnavailable, ProgressMissing, UsersTableError
 from pdfbatch.model import COUNTED_OUTCOMES, FINAL_STATUSES, FileResult
 from pdfbatch.ports import BatchRow, DoneFile, FileRow, LiveProgress, NewEntry, UserRow
 
@@ -136,6 +136,8 @@ class FakeLedger:
                 reason=None,
                 counts={},
                 completed_at=None,
+                announce_started_at=None,
+                announced_at=None,
                 updated_at=self._clock(),
             )
             return True
@@ -155,8 +157,10 @@ class FakeLedger:
         if batch_id in self.batches:  # UPDATE ... WHERE batch_id = %s: no row, no change
             self.batches[batch_id] = replace(self.batches[batch_id], **changes)
 
-    def start_batch(self, batch_id: str, total_files: int, ignored_files: int) -> None:
-        """Record totals; PENDING becomes PROCESSING, final statuses are kept."""
+    def start_batch(
+        self, batch_id: str, total_files: int, ignored_files: int, object_version: str | None = None
+    ) -> None:
+        """Record totals (and the version read); PENDING becomes PROCESSING, final statuses are kept."""
         with self._lock:
             batch = self.batches.get(batch_id)
             status = batch.status if batch and batch.status in _FINAL else "PROCESSING"
@@ -167,6 +171,7 @@ class FakeLedger:
                 ignored_files=ignored_files,
                 updated_at=now,
                 started_at=(batch.started_at if batch else None) or now,
+                object_version=object_version or (batch.object_version if batch else None),
                 status=status,
             )
 
@@ -189,6 +194,27 @@ class FakeLedger:
                 self._update_batch(
                     batch_id, status=status, counts=stored, reason=reason, completed_at=now, updated_at=now
                 )
+
+    def claim_announcement(self, batch_id: str, lease_seconds: float) -> BatchRow | None:
+        """Claim a final, unannounced batch whose last claim (if any) is past the lease."""
+        now = self._clock()
+        with self._lock:
+            batch = self.batches.get(batch_id)
+            if batch is None or batch.status not in _FINAL or batch.announced_at is not None:
+                return None
+            if batch.announce_started_at is not None and batch.announce_started_at > now - lease_seconds:
+                return None
+            self._update_batch(batch_id, announce_started_at=now)
+            return self.batches[batch_id]
+
+    def mark_announced(self, batch_id: str, claimed_at: float) -> bool:
+        """``announced_at`` set if the claim ``claimed_at`` still holds."""
+        with self._lock:
+            batch = self.batches.get(batch_id)
+            if batch is None or batch.announced_at is not None or batch.announce_started_at != claimed_at:
+                return False
+            self._update_batch(batch_id, announced_at=self._clock())
+            return True
 
     # ---- files -------------------------------------------------------------------------------
 
@@ -342,7 +368,13 @@ class FakeLedger:
             if batch is None or batch.status != "COMPLETED":
                 return False
             self._update_batch(
-                batch_id, status="PROCESSING", counts={}, completed_at=None, updated_at=self._clock()
+                batch_id,
+                status="PROCESSING",
+                counts={},
+                completed_at=None,
+                announce_started_at=None,
+                announced_at=None,
+                updated_at=self._clock(),
             )
             return True
 
@@ -519,3 +551,23 @@ def _ci(email: str) -> str:
 
 def _ts(now: float) -> str:
     return f"{now:.3f}"
+
+
+class FakeEvents:
+    """ports.Events in memory: every event put, in order (``fail`` makes the next puts raise, as a
+    worker that dies before its PutEvents returns)."""
+
+    def __init__(self) -> None:
+        self.put: list[tuple[str, str, dict[str, Any]]] = []
+        self.fail = 0
+
+    def put_event(self, source: str, detail_type: str, detail: Mapping[str, Any]) -> None:
+        """Record one event (JSON round-tripped, as EventBridge would carry it)."""
+        if self.fail:
+            self.fail -= 1
+            raise DependencyUnavailable("events", "killed")
+        self.put.append((source, detail_type, json.loads(json.dumps(dict(detail)))))
+
+    def of(self, batch_id: str) -> list[tuple[str, str, dict[str, Any]]]:
+        """The events put for one batch."""
+        return [e for e in self.put if e[2].get("batchId") == batch_id]

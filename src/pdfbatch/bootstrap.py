@@ -51,6 +51,7 @@ def build_deps(
 
     ``io`` bounds every S3, SQS and MySQL call (process_pdf passes PER_FILE_IO).
     """
+    from pdfbatch.adapters.events import EventBridgeEvents
     from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
     from pdfbatch.adapters.redis import RedisProgress
     from pdfbatch.adapters.s3 import S3Store
@@ -81,6 +82,8 @@ def build_deps(
         progress=RedisProgress.from_url(settings.redis_url, settings.progress_ttl_seconds),
         queue=queue,
         parked=parked,
+        # The client opens no connection until a batch is announced (tally.announce).
+        events=EventBridgeEvents(boto3_client("events", settings, io=io)),
     )
 
 

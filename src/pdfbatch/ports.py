@@ -36,6 +36,9 @@ class BatchRow:
     unpacked_at: float | None
     completed_at: float | None
     started_at: float | None = None  # when unzip began staging (the batch became PROCESSING)
+    object_version: str | None = None  # the ZIP's S3 version unzip read (None: unversioned, or not yet)
+    announce_started_at: float | None = None  # an announcer's claim (tally.announce); a lease
+    announced_at: float | None = None  # report written and completion event put for this final status
 
 
 @dataclass(frozen=True)
@@ -170,6 +173,18 @@ class ObjectStore(Protocol):
         """A presigned POST whose policy caps the size."""
         ...
 
+    def presigned_get(self, bucket: str, key: str, expires_in: int) -> str:
+        """A presigned GET of one object, valid ``expires_in`` seconds."""
+        ...
+
+
+class Events(Protocol):
+    """EventBridge's default bus, as completion events are put on it."""
+
+    def put_event(self, source: str, detail_type: str, detail: Mapping[str, Any]) -> None:
+        """Put one event; raise DependencyUnavailable unless EventBridge accepted it."""
+        ...
+
 
 class WorkQueue(Protocol):
     """The SQS work queue."""
@@ -229,8 +244,10 @@ class Ledger(Protocol):
         cleared (its upload arrived after all); True if it did. The one final status that may change."""
         ...
 
-    def start_batch(self, batch_id: str, total_files: int, ignored_files: int) -> None:
-        """Record the inspected totals and move a non-final batch to PROCESSING."""
+    def start_batch(
+        self, batch_id: str, total_files: int, ignored_files: int, object_version: str | None = None
+    ) -> None:
+        """Record the inspected totals (and the ZIP version read) and move a non-final batch to PROCESSING."""
         ...
 
     def mark_unpacked(self, batch_id: str) -> None:
@@ -239,6 +256,15 @@ class Ledger(Protocol):
 
     def finish_batch(self, batch_id: str, status: str, counts: Mapping[str, int], reason: str | None) -> None:
         """Write the final status and summary (idempotent; a final status is never changed)."""
+        ...
+
+    def claim_announcement(self, batch_id: str, lease_seconds: float) -> BatchRow | None:
+        """Claim announcing a final, unannounced batch unless another claim younger than the lease holds;
+        the row as claimed (its ``announce_started_at`` is the claim), or None."""
+        ...
+
+    def mark_announced(self, batch_id: str, claimed_at: float) -> bool:
+        """Record that the claim ``claimed_at`` announced the batch; False if the claim was lost."""
         ...
 
     def add_entries(self, batch_id: str, entries: Iterable[NewEntry]) -> None:

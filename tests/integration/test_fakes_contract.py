@@ -193,6 +193,21 @@ def ledger_script(side: LedgerSide, run: str) -> Transcript:
     call("fail", ledger.finish_batch, b2, "FAILED", {}, "corrupt_zip")
     call("failed", ledger.get_batch, b2)
 
+    # announcing a final batch (tally.announce): one claim per lease, marked only by its claim
+    tick(0.1)
+    call("claim a final batch", ledger.claim_announcement, b1, 60.0)
+    claim = ledger.get_batch(b1).announce_started_at  # type: ignore[union-attr]
+    call("claim it again within the lease", ledger.claim_announcement, b1, 60.0)
+    call("claim a batch still processing", ledger.claim_announcement, b3, 60.0)
+    call("claim an unknown batch", ledger.claim_announcement, nope, 60.0)
+    tick(61)
+    call("claim it after the lease", ledger.claim_announcement, b1, 60.0)
+    call("mark with the lapsed claim", ledger.mark_announced, b1, claim)
+    call("mark with the live claim", ledger.mark_announced, b1, ledger.get_batch(b1).announce_started_at)  # type: ignore[union-attr]
+    call("claim an announced batch", ledger.claim_announcement, b1, 0.0)
+    call("announced", ledger.get_batch, b1)
+    call("claim the failed batch", ledger.claim_announcement, b2, 60.0)
+
     # reopening (pdfbatch retry, dlq --redrive) and the timings written after the outcome
     tick(0.1)
     call("set timings", ledger.set_timings, b1, 1, {"download": 0.5, "update": 0.25})
@@ -205,6 +220,7 @@ def ledger_script(side: LedgerSide, run: str) -> Transcript:
     call("reopen a failed batch", ledger.reopen_batch, b2)
     call("reopen an unknown batch", ledger.reopen_batch, nope)
     call("reopened batch", ledger.get_batch, b1)
+    call("claim a reopened batch", ledger.claim_announcement, b1, 0.0)
     call("reopen linked", ledger.reopen_file, b1, 0, "linked", "matched")
     call("reopen with a stale outcome", ledger.reopen_file, b1, 1, "failed", "gave_up")
     call("reopen", ledger.reopen_file, b1, 1, "skipped_no_match", "no_email")
@@ -218,6 +234,7 @@ def ledger_script(side: LedgerSide, run: str) -> Transcript:
     call("record a reopened file", ledger.record, b1, 1, FileResult("failed", "timeout"))
     call("finish a reopened batch", ledger.finish_batch, b1, "COMPLETED", {"linked": 1}, None)
     call("finished again", ledger.get_batch, b1)
+    call("claim it once finished again", ledger.claim_announcement, b1, 60.0)
 
     # uploads claiming batches (issue 11): each batch is claimed by one upload at most
     p1, p2, p3, p4 = (f"{i}{run}"[:32] for i in range(4, 8))
@@ -244,11 +261,13 @@ def ledger_script(side: LedgerSide, run: str) -> Transcript:
     call("expire a processing batch", ledger.expire_unclaimed, b3, "upload_expired", counts)
     call("expire an unknown batch", ledger.expire_unclaimed, nope, "upload_expired", counts)
     call("expired", ledger.get_batch, p2)
+    call("claim an expired batch", ledger.claim_announcement, p2, 60.0)
     tick(0.1)
     call("revive another reason", ledger.revive_expired, p2, "corrupt_zip")
     call("revive", ledger.revive_expired, p2, "upload_expired")
     call("revive again", ledger.revive_expired, p2, "upload_expired")
     call("revived", ledger.get_batch, p2)
+    call("claim a revived batch", ledger.claim_announcement, p2, 0.0)
     call("revive a failed batch with files", ledger.revive_expired, b2, "corrupt_zip")
     call("revive a pending batch", ledger.revive_expired, p1, "upload_expired")
 

@@ -20,7 +20,7 @@ def test_lambda_containers_join_the_network_where_mysql_and_redis_resolve() -> N
         assert "pdfbatch" in services[name]["networks"], name
     # and LocalStack can start Lambda containers (the Docker socket) with the services pdfbatch uses
     assert "/var/run/docker.sock:/var/run/docker.sock" in services["localstack"]["volumes"]
-    wanted = {"s3", "sqs", "lambda", "apigateway", "iam", "sts", "logs", "cloudformation"}
+    wanted = {"s3", "sqs", "lambda", "apigateway", "iam", "sts", "logs", "cloudformation", "events"}
     assert wanted <= set(services["localstack"]["environment"]["SERVICES"].split(","))
 
 

@@ -201,6 +201,12 @@ def test_a_batch_seen_through_the_api_matches_the_openapi_document(deps: Deps, s
     assert stored.body["source"] == "ledger"
     same = ("status", "processed", "reasons", "startedAt", "unpackedAt", "durations", "percent")
     assert {k: stored.body[k] for k in same} == {k: done.body[k] for k in same}
+    # and only the final batch links its report (presigned GETs of reports/{id}/...), both ways
+    assert "report" not in running.body
+    for body in (done.body, stored.body):
+        assert set(body["report"]) == {"csv", "summary", "expiresIn"}
+        assert f"/reports/{batch_id}/results.csv?" in body["report"]["csv"]
+        assert f"/reports/{batch_id}/summary.json?" in body["report"]["summary"]
 
 
 @pytest.mark.parametrize(

@@ -444,6 +444,7 @@ def test_each_function_gets_only_its_own_s3_and_sqs_rights(template: dict[str, A
         ("sqs:SendMessage", "GetAtt:WorkQueue.Arn"),
         ("sqs:SendMessage", "GetAtt:UnzipDeadLetterQueue.Arn"),
         ("sqs:SendMessage", "GetAtt:ParkedQueue.Arn"),
+        ("s3:PutObject", "/reports/*"),
         *(
             (f"sqs:{a}", f"GetAtt:{queue}.Arn")
             for queue in ("UnzipDeadLetterQueue", "DeadLetterQueue")
@@ -463,11 +464,36 @@ def test_each_function_gets_only_its_own_s3_and_sqs_rights(template: dict[str, A
         ("s3:DeleteObject", "/staging/*"),
         ("s3:GetObject", "/pdfs/*"),
         ("s3:PutObject", "/pdfs/*"),
+        ("s3:PutObject", "/reports/*"),
         ("s3:ListBucket", ""),
     }
     assert {r for a, r in process if a.startswith("sqs:")} == {"GetAtt:WorkQueue.Arn"}
     assert {a for a, _ in process} >= {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}
-    assert data_grants("StatusFunction") == {("s3:PutObject", "/uploads/*")}
+    assert data_grants("StatusFunction") == {
+        ("s3:PutObject", "/uploads/*"),
+        ("s3:PutObject", "/reports/*"),
+        ("s3:GetObject", "/reports/*"),
+    }
+
+
+DEFAULT_BUS = "arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:event-bus/default"
+
+
+def test_only_the_functions_that_finish_batches_may_put_events_and_only_on_the_default_bus(
+    template: dict[str, Any],
+) -> None:
+    # GIVEN every statement of every role WHEN the events:* grants are collected
+    granted: dict[str, set[tuple[str, str]]] = {}
+    for role, st in iam_statements(template):
+        if st["Effect"] != "Allow":
+            continue
+        for action in as_list(st["Action"]):
+            if str(action).startswith("events:"):
+                granted.setdefault(role, set()).update((action, arn_text(r)) for r in as_list(st["Resource"]))
+    # THEN exactly the three roles of functions that finish batches (unzip: failed ZIPs and the DLQ;
+    # process_pdf: the last count; status: an expired or summary-lost batch) may PutEvents, on default only
+    finishers = {role_of(template, f) for f in ("UnzipFunction", "ProcessPdfFunction", "StatusFunction")}
+    assert granted == {role: {("events:PutEvents", DEFAULT_BUS)} for role in finishers}
 
 
 def test_each_function_may_only_write_its_own_log_group(template: dict[str, Any]) -> None:

@@ -46,6 +46,9 @@ SCHEMA = (
       unpacked_at DOUBLE NULL,
       completed_at DOUBLE NULL,
       started_at DOUBLE NULL,
+      object_version VARCHAR(1024) NULL,
+      announce_started_at DOUBLE NULL,
+      announced_at DOUBLE NULL,
       KEY by_key (key_hash, created_at)
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
     """,
@@ -90,6 +93,10 @@ ADDED_COLUMNS = (
     ("pdfbatch_files", "users_named", "INT NULL"),
     # An entry name's raw bytes (hex): names are shown decoded, and a decoding can be a guess.
     ("pdfbatch_files", "name_hex", "MEDIUMTEXT CHARACTER SET ascii NULL"),
+    # Issue 13: the ZIP version unzip read (summary.json names it), and the announcement's claim and mark.
+    ("pdfbatch_batches", "object_version", "VARCHAR(1024) NULL"),
+    ("pdfbatch_batches", "announce_started_at", "DOUBLE NULL"),
+    ("pdfbatch_batches", "announced_at", "DOUBLE NULL"),
 )
 # Columns whose type changed: (table, column, definition, the DATA_TYPEs it is converted from).
 # user_id: BIGINT until the users table could have string and UUID ids; MODIFY keeps every stored id
@@ -261,6 +268,9 @@ def _batch(row: Mapping[str, Any]) -> BatchRow:
         unpacked_at=row["unpacked_at"],
         completed_at=row["completed_at"],
         started_at=row.get("started_at"),
+        object_version=row.get("object_version"),
+        announce_started_at=row.get("announce_started_at"),
+        announced_at=row.get("announced_at"),
     )
 
 
@@ -458,7 +468,7 @@ class MysqlLedger:
         with self.client.cursor() as cur:
             cur.execute(
                 "UPDATE pdfbatch_batches SET status = 'PROCESSING', reason = NULL, counts = NULL, "
-                "completed_at = NULL, updated_at = %s "
+                "completed_at = NULL, announce_started_at = NULL, announced_at = NULL, updated_at = %s "
                 "WHERE batch_id = %s AND status = 'FAILED' AND reason = %s AND total_files IS NULL",
                 (self._clock(), batch_id, reason),
             )
@@ -482,15 +492,17 @@ class MysqlLedger:
             rows = cur.fetchall()
         return [_batch(r) for r in rows]
 
-    def start_batch(self, batch_id: str, total_files: int, ignored_files: int) -> None:
-        """Record totals; PENDING becomes PROCESSING, final statuses are kept."""
+    def start_batch(
+        self, batch_id: str, total_files: int, ignored_files: int, object_version: str | None = None
+    ) -> None:
+        """Record totals (and the version read); PENDING becomes PROCESSING, final statuses are kept."""
         with self.client.cursor() as cur:
             now = self._clock()
             cur.execute(
                 "UPDATE pdfbatch_batches SET total_files = %s, ignored_files = %s, updated_at = %s, "
-                "started_at = COALESCE(started_at, %s), "
+                "started_at = COALESCE(started_at, %s), object_version = COALESCE(%s, object_version), "
                 "status = IF(status IN ('COMPLETED', 'FAILED'), status, 'PROCESSING') WHERE batch_id = %s",
-                (total_files, ignored_files, now, now, batch_id),
+                (total_files, ignored_files, now, now, object_version, batch_id),
             )
 
     def mark_unpacked(self, batch_id: str) -> None:
@@ -514,6 +526,32 @@ class MysqlLedger:
                 "WHERE batch_id = %s AND status NOT IN ('COMPLETED', 'FAILED')",
                 (status, json.dumps(dict(counts), sort_keys=True), reason, now, now, batch_id),
             )
+
+    def claim_announcement(self, batch_id: str, lease_seconds: float) -> BatchRow | None:
+        """One UPDATE claims a final, unannounced batch whose last claim (if any) is past the lease."""
+        now = self._clock()
+        with self.client.cursor() as cur:
+            cur.execute(
+                "UPDATE pdfbatch_batches SET announce_started_at = %s WHERE batch_id = %s "
+                "AND status IN ('COMPLETED', 'FAILED') AND announced_at IS NULL "
+                "AND (announce_started_at IS NULL OR announce_started_at <= %s)",
+                (now, batch_id, now - lease_seconds),
+            )
+            if cur.rowcount != 1:
+                return None
+            cur.execute(_SELECT_BATCH, (batch_id,))
+            row = cur.fetchone()
+        return _batch(row) if row else None
+
+    def mark_announced(self, batch_id: str, claimed_at: float) -> bool:
+        """``announced_at`` set if the claim ``claimed_at`` still holds (not re-claimed, not reopened)."""
+        with self.client.cursor() as cur:
+            cur.execute(
+                "UPDATE pdfbatch_batches SET announced_at = %s WHERE batch_id = %s "
+                "AND announced_at IS NULL AND announce_started_at = %s",
+                (self._clock(), batch_id, claimed_at),
+            )
+            return bool(cur.rowcount == 1)
 
     # ---- files -------------------------------------------------------------------------------
 
@@ -700,6 +738,7 @@ class MysqlLedger:
         with self.client.cursor() as cur:
             cur.execute(
                 "UPDATE pdfbatch_batches SET status = 'PROCESSING', counts = NULL, completed_at = NULL, "
+                "announce_started_at = NULL, announced_at = NULL, "
                 "updated_at = %s WHERE batch_id = %s AND status = 'COMPLETED'",
                 (self._clock(), batch_id),
             )

@@ -168,6 +168,17 @@ class S3Store:
         except (ClientError, BotoCoreError) as exc:
             raise _translate(exc) from exc
 
+    def presigned_get(self, bucket: str, key: str, expires_in: int) -> str:
+        """A presigned GET of ``key`` (signed locally: no request is made)."""
+        try:
+            return str(
+                self.presign_client.generate_presigned_url(
+                    "get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=expires_in
+                )
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise _translate(exc) from exc
+
 
 class RangedReader(io.RawIOBase):
     """A seekable, read-only file over ``fetch(start, end_inclusive)`` of an object of known size.

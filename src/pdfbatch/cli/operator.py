@@ -245,6 +245,26 @@ def _orphan_count(ledger: Any, batch_id: str) -> int | None:
         return None
 
 
+def _download_report(batch_id: str, directory: str) -> int:
+    """`report --download DIR`: the batch's results.csv and summary.json saved in DIR/BATCH/."""
+    from pathlib import Path
+
+    from pdfbatch import services
+
+    deps, _ = ops_deps()
+    with _service_errors():
+        files = services.report_files(deps, batch_id)
+    target = Path(directory) / batch_id
+    target.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        (target / name).write_bytes(data)
+    status = json.loads(files["summary.json"])["status"]
+    print(
+        json.dumps({"batchId": batch_id, "status": status, "files": sorted(str(target / n) for n in files)})
+    )
+    return EXIT_BATCH_FAILED if status == "FAILED" else EXIT_OK
+
+
 def report_cmd(args: argparse.Namespace) -> int:
     """Outcomes, reasons and per-stage latency percentiles of a batch, from the ledger."""
     from rich.table import Table
@@ -254,6 +274,8 @@ def report_cmd(args: argparse.Namespace) -> int:
     from pdfbatch.config import Settings
     from pdfbatch.model import is_batch_id
 
+    if args.download is not None:
+        return _download_report(args.batch_id, args.download)
     check_mysql()
     with _service_errors():
         ledger = MysqlLedger(MysqlClient.from_url(mysql_url()), Settings.from_env().users)

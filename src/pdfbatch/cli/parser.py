@@ -132,10 +132,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="outcomes, reasons and per-stage p50/p95/p99 of a batch",
         formatter_class=fmt,
         description="Read from the ledger (MySQL), so it works long after the live counters expired.",
-        epilog="example:\n  pdfbatch report 3f2c...e9 --json | jq .stagesMs.extract\n\n" + EXIT_CODES,
+        epilog="example:\n  pdfbatch report 3f2c...e9 --json | jq .stagesMs.extract\n"
+        "  pdfbatch report 3f2c...e9 --download reports/\n\n" + EXIT_CODES,
     )
     p.add_argument("batch_id")
     p.add_argument("--json", action="store_true", help="the report as JSON on stdout")
+    p.add_argument(
+        "--download",
+        nargs="?",
+        const=".",
+        metavar="DIR",
+        help="save the batch's report file (results.csv, summary.json) in DIR/BATCH/ (default: .)",
+    )
     p.set_defaults(func=report_cmd)
     add_check(sub)
 

@@ -36,7 +36,7 @@ DEFAULT_PORT = 4566
 PORT_ENV = "PDFBATCH_LOCALSTACK_PORT"
 PYTHON313_ENV = "PDFBATCH_PYTHON313"  # an explicit python3.13 binary wins over discovery
 # secretsmanager: the functions read the MySQL credentials and the API key there; cloudwatch: the template's
-# alarms and dashboard.
+# alarms and dashboard; events: tally.announce puts each final batch's completion event on the default bus.
 SERVICES = (
     "s3",
     "sqs",
@@ -48,6 +48,7 @@ SERVICES = (
     "cloudformation",
     "secretsmanager",
     "cloudwatch",
+    "events",
 )
 START_TIMEOUT = 90.0
 # Names shared with the executor plugin (infra/localstack/executor): it reads these from its environment.

@@ -45,8 +45,16 @@ from pdfbatch.services.processing import (
 )
 from pdfbatch.services.report import PERCENTILES, REPORT_STAGES, batch_report, percentile
 from pdfbatch.services.staging import STAGE_INFLIGHT_BYTES, StageReport, stage_zip
-from pdfbatch.services.tally import fail_batch
-from pdfbatch.services.views import batch_status, file_item, find_batches, iter_all_files, list_files
+from pdfbatch.services.tally import announce, fail_batch
+from pdfbatch.services.views import (
+    batch_status,
+    file_item,
+    find_batches,
+    iter_all_files,
+    list_files,
+    report_files,
+    report_links,
+)
 
 __all__ = [
     "PERCENTILES",
@@ -60,6 +68,7 @@ __all__ = [
     "StageReport",
     "Upload",
     "abandon_upload",
+    "announce",
     "batch_report",
     "batch_status",
     "create_batch",
@@ -79,6 +88,8 @@ __all__ = [
     "process_file",
     "redrive_dead_letters",
     "reopen_files",
+    "report_files",
+    "report_links",
     "resolve_batch",
     "retry_batch",
     "retry_delay",

@@ -161,6 +161,7 @@ def expire_if_abandoned(deps: Deps, batch: BatchRow) -> bool:
         tally.rebuild_progress(deps, batch.batch_id, replace=True)
         return False
     logger.info("batch failed: no upload arrived", extra={"batch_id": batch.batch_id})
+    tally.announce(deps, batch.batch_id)
     return True
 
 

@@ -135,11 +135,12 @@ def _match_and_link(
             finished_at=deps.clock(),
             timings=dict(timings),
         )
+        timings["total"] = time.monotonic() - started
+        _store_timings(deps, stored, timings)
         t = time.monotonic()
         tally.count(deps, stored)
         timings["count"] = time.monotonic() - t
-        timings["total"] = time.monotonic() - started
-        _keep_timings(deps, stored, timings)
+        metrics.file_recorded(stored.outcome or "", stored.reason or "", timings)
         _drop_staged_copy(deps, task)
         logger.info(
             "file processed",
@@ -220,16 +221,21 @@ def _scan(deps: Deps, data: bytes) -> tuple[Any, Verdict]:
 
 
 def _finish(deps: Deps, task: FileTask, result: FileResult, started: float) -> FileRow:
-    # tally.record_and_count, its two steps timed apart (update, count) for the file's stage timings.
+    # tally.record_and_count, its two steps timed apart (update, count) for the file's stage timings;
+    # the metrics are emitted once, by the invocation that recorded the outcome.
     timings = dict(result.detail)
     t = time.monotonic()
     stored = deps.ledger.record(task.batch_id, task.index, result)
     timings["update"] = time.monotonic() - t
-    tally.count(deps, stored)
-    timings["count"] = time.monotonic() - t - timings["update"]
     timings["total"] = time.monotonic() - started
-    if (stored.outcome, stored.reason) == (result.outcome, result.reason):
-        _keep_timings(deps, stored, timings)
+    ours = (stored.outcome, stored.reason) == (result.outcome, result.reason)
+    if ours:
+        _store_timings(deps, stored, timings)
+    t = time.monotonic()
+    tally.count(deps, stored)
+    timings["count"] = time.monotonic() - t
+    if ours:
+        metrics.file_recorded(stored.outcome or "", stored.reason or "", timings)
     logger.info(
         "file processed",
         extra={"outcome": stored.outcome, "reason": stored.reason, "timings_ms": _ms(timings)},
@@ -237,10 +243,11 @@ def _finish(deps: Deps, task: FileTask, result: FileResult, started: float) -> F
     return stored
 
 
-def _keep_timings(deps: Deps, stored: FileRow, timings: Mapping[str, float]) -> None:
-    # The ledger row was written before its own write could be timed: store the full timings now
-    # (what `pdfbatch report` reads), and emit them as metrics once, for the invocation that recorded it.
-    metrics.file_recorded(stored.outcome or "", stored.reason or "", timings)
+def _store_timings(deps: Deps, stored: FileRow, timings: Mapping[str, float]) -> None:
+    # The ledger row was written before its own write could be timed: store the full timings (what
+    # `pdfbatch report` and the report file read) before the file is counted, so the ledger row is
+    # whole when the count that finishes the batch writes results.csv from it. ("total" is up to
+    # here; the count, which may announce the batch, is in the log line and the metrics only.)
     try:
         deps.ledger.set_timings(stored.batch_id, stored.index, timings)
     except DependencyUnavailable as exc:

@@ -91,7 +91,7 @@ def stage_zip(deps: Deps, upload: Upload) -> StageReport:
         batch_id, BatchStatus.PROCESSING, total_files=plan.total_files, ignored=len(plan.ignored)
     )
     report.seconds["inspect"] = time.monotonic() - t0
-    _register(deps, batch_id, plan, rerun=batch.total_files is not None)
+    _register(deps, batch_id, plan, rerun=batch.total_files is not None, version=upload.version_id)
     done = set(deps.ledger.done_indices(batch_id))
     report.skipped_done = len(done)
     with opened:
@@ -145,7 +145,9 @@ def stage_zip(deps: Deps, upload: Upload) -> StageReport:
     return report
 
 
-def _register(deps: Deps, batch_id: str, plan: archive.Plan, *, rerun: bool) -> None:
+def _register(
+    deps: Deps, batch_id: str, plan: archive.Plan, *, rerun: bool, version: str | None = None
+) -> None:
     """Record the batch's totals and every entry before any message is sent (no worker can finish a
     half-unpacked batch); on a re-run, first re-sync the live counters with the ledger."""
     if rerun:
@@ -156,7 +158,7 @@ def _register(deps: Deps, batch_id: str, plan: archive.Plan, *, rerun: bool) -> 
     deps.progress.init_batch(
         batch_id, BatchStatus.PROCESSING, plan.total_files, deps.clock(), ignored=len(plan.ignored)
     )
-    deps.ledger.start_batch(batch_id, plan.total_files, len(plan.ignored))
+    deps.ledger.start_batch(batch_id, plan.total_files, len(plan.ignored), version)
     deps.ledger.add_entries(
         batch_id,
         (

@@ -7,6 +7,9 @@
   against the ledger before the summary is written, and the ledger keeps the first final status.
 - The ledger wins: counters that expired or disagree with it are rebuilt from one consistent read
   of it, never from what the counters said before.
+- A final batch is announced once (``announce``): its report written from the ledger, then one
+  completion event put, then ``announced_at`` set; every path that finishes a batch calls it, so a
+  duplicate completion repairs an announcement whose announcer died (see ``announce``).
 
 Every use case (staging, processing, views, operations) changes counters and batch endings through
 here; this module imports no sibling use case.
@@ -14,8 +17,9 @@ here; this module imports no sibling use case.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
+from pdfbatch import delivery
 from pdfbatch.errors import NotFound, ProgressMissing
 from pdfbatch.logs import logger
 from pdfbatch.model import COUNTED_OUTCOMES, FINAL_STATUSES, BatchReason, BatchStatus, FileResult, upload_key
@@ -64,6 +68,7 @@ def complete(deps: Deps, batch_id: str) -> str:
             return BatchStatus.PROCESSING
     deps.ledger.finish_batch(batch_id, BatchStatus.COMPLETED, counts, None)
     logger.info("batch finished", extra={"status": BatchStatus.COMPLETED, "counts": counts})
+    announce(deps, batch_id)
     return BatchStatus.COMPLETED
 
 
@@ -171,3 +176,59 @@ def write_summary(deps: Deps, batch_id: str, status: str, reason: str | None) ->
     counts = deps.ledger.outcome_counts(batch_id)
     deps.ledger.finish_batch(batch_id, status, counts, reason)
     logger.info("batch finished", extra={"status": status, "reason": reason, "counts": counts})
+    announce(deps, batch_id)
+
+
+# An announcer's claim: long enough for a report of the largest batch and one PutEvents, short enough
+# that a claim whose announcer died is retried by the next caller soon after.
+ANNOUNCE_LEASE_SECONDS = 120.0
+
+
+def announce(deps: Deps, batch_id: str) -> bool:
+    """Deliver a final batch's results once: write its report, put its completion event, mark it.
+
+    At-least-once, made once in the normal case by a ledger claim (``announce_started_at``, a lease):
+    1. claim: only a final, unannounced batch whose last claim is older than the lease is claimed, so
+       a duplicate completion (a redelivered last message, two workers at once) announces nothing more;
+    2. write reports/{id}/results.csv and summary.json from the ledger (the same rows write the same
+       bytes: rewriting is idempotent);
+    3. put one event on the default bus (source ``pdfbatch``, ``Batch Completed``/``Batch Failed``);
+    4. ``announced_at`` (only if this claim still holds).
+    An announcer that dies before 4 leaves the claim to expire: the next call after the lease (the
+    redelivery of the message that finished the batch, a status read, ``pdfbatch report --download``)
+    writes the report again and puts the event again. So an event can be put twice, only after such a
+    death; EventBridge delivers at least once anyway: consumers dedupe on (batchId, completedAt).
+    A batch reopened meanwhile (``pdfbatch retry``) loses the claim (reopen clears it): the mark fails,
+    and its next completion is announced with the report as it then is.
+    Returns True when this call announced the batch.
+    """
+    batch = deps.ledger.claim_announcement(batch_id, ANNOUNCE_LEASE_SECONDS)
+    if batch is None:
+        return False
+    assert batch.announce_started_at is not None
+    keys = delivery.report_keys(batch_id)
+    bucket = deps.settings.bucket
+    # Rows are read page by page into the CSV text: only the CSV is held whole, never every FileRow.
+    csv_bytes = delivery.results_csv(_all_files(deps, batch_id))
+    deps.store.put_bytes(bucket, keys["csv"], csv_bytes, "text/csv; charset=utf-8")
+    deps.store.put_bytes(bucket, keys["summary"], delivery.summary_json(batch), "application/json")
+    if deps.events is None:
+        # Nothing to put the event on (a CLI without EventBridge): the claim lapses, a later call puts it.
+        logger.warning("report written; no event bus to announce on")
+        return False
+    deps.events.put_event(
+        delivery.EVENT_SOURCE, delivery.DETAIL_TYPES[BatchStatus(batch.status)], delivery.event_detail(batch)
+    )
+    marked = deps.ledger.mark_announced(batch_id, batch.announce_started_at)
+    logger.info("batch announced", extra={"status": batch.status, "marked": marked, "bytes": len(csv_bytes)})
+    return True
+
+
+def _all_files(deps: Deps, batch_id: str) -> Iterator[FileRow]:
+    after = -1
+    while True:
+        page = deps.ledger.list_files(batch_id, after, 1000)
+        yield from page
+        if len(page) < 1000:
+            return
+        after = page[-1].index

@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pdfbatch import delivery
 from pdfbatch.errors import InvalidInput, NotFound
 from pdfbatch.model import COUNTED_OUTCOMES, FINAL_STATUSES, IGNORED, BatchStatus, describe, is_batch_id
 from pdfbatch.ports import BatchRow, FileRow, LiveProgress
@@ -24,8 +25,63 @@ def batch_status(deps: Deps, batch_id: str) -> dict[str, Any]:
 
     A read may end a batch, through named calls only: one nobody uploaded to expires
     (``batches.expire_if_abandoned``), one whose every file is recorded but whose summary was lost
-    completes (``tally.complete_from_ledger``).
+    completes (``tally.complete_from_ledger``). A final batch links its report (presigned GETs) once it
+    is announced; one whose announcer died is announced here, through ``tally.announce``.
     """
+    body = _batch_status(deps, batch_id)
+    if body["status"] in FINAL_STATUSES:
+        report = report_links(deps, batch_id)
+        if report is not None:
+            body["report"] = report
+    return body
+
+
+def report_links(deps: Deps, batch_id: str) -> dict[str, Any] | None:
+    """Presigned GETs of a final batch's report, or None while it has none.
+
+    A final batch not announced yet is announced first (``tally.announce``: a no-op while another
+    announcer's claim holds), so a report whose announcer died is written by the next read.
+    """
+    if not _announced(deps, batch_id):
+        return None
+    keys = delivery.report_keys(batch_id)
+    expires = delivery.REPORT_URL_EXPIRES_SECONDS
+    return {
+        "csv": deps.store.presigned_get(deps.settings.bucket, keys["csv"], expires),
+        "summary": deps.store.presigned_get(deps.settings.bucket, keys["summary"], expires),
+        "expiresIn": expires,
+    }
+
+
+def report_files(deps: Deps, batch_id: str) -> dict[str, bytes]:
+    """`pdfbatch report --download`: the report's files by name (results.csv, summary.json).
+
+    NotFound for an unknown batch, InvalidInput while it is not final or its announcement is claimed
+    by an announcer still at work (``tally.announce`` is called first, as ``report_links`` does).
+    """
+    batch = deps.ledger.get_batch(batch_id) if is_batch_id(batch_id) else None
+    if batch is None:
+        raise NotFound("no such batch")
+    if not _announced(deps, batch_id):
+        raise InvalidInput(f"batch {batch_id} has no report yet (it is {batch.status})")
+    return {
+        key.rsplit("/", 1)[1]: deps.store.get_bytes(deps.settings.bucket, key)
+        for key in delivery.report_keys(batch_id).values()
+    }
+
+
+def _announced(deps: Deps, batch_id: str) -> bool:
+    """Whether a final batch's report is written, announcing it first (the named call) if not yet."""
+    batch = deps.ledger.get_batch(batch_id)
+    if batch is None or batch.status not in FINAL_STATUSES:
+        return False
+    if batch.announced_at is None:
+        tally.announce(deps, batch_id)
+        batch = deps.ledger.get_batch(batch_id)
+    return batch is not None and batch.announced_at is not None
+
+
+def _batch_status(deps: Deps, batch_id: str) -> dict[str, Any]:
     if not is_batch_id(batch_id):
         raise NotFound("no such batch")
     live = deps.progress.get(batch_id)

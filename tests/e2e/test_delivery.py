@@ -1,0 +1,134 @@
+"""Results delivered (issue 13) on the local stack: the report file through status, and one event per batch.
+
+An EventBridge rule on the default bus (created here) targets an SQS queue (created here); the batch is
+uploaded with `pdfbatch upload --wait`, its report fetched through the presigned GET the status API
+answers, compared with the MySQL ledger row for row, and saved with `pdfbatch report --download`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from fixtures.stack import MYSQL_URL, run_cli
+from pdfbatch import delivery
+from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
+from pdfbatch.config import Settings
+from pdfbatch.ops import samples
+
+pytestmark = pytest.mark.e2e
+
+
+def _client(service: str, endpoint: str) -> Any:
+    return boto3.client(
+        service,
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+    )
+
+
+@pytest.fixture()
+def completion_queue(stack: dict[str, Any]) -> Iterator[tuple[Any, str]]:
+    """A rule on the default bus for source pdfbatch, targeting a fresh SQS queue: (sqs client, queue url)."""
+    run = uuid.uuid4().hex[:8]
+    events, sqs = _client("events", stack["endpoint"]), _client("sqs", stack["endpoint"])
+    url = sqs.create_queue(QueueName=f"completions-{run}")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    rule = f"pdfbatch-completions-{run}"
+    events.put_rule(Name=rule, EventPattern=json.dumps({"source": ["pdfbatch"]}), State="ENABLED")
+    events.put_targets(Rule=rule, Targets=[{"Id": "queue", "Arn": arn}])
+    yield sqs, url
+    events.remove_targets(Rule=rule, Ids=["queue"])
+    events.delete_rule(Name=rule)
+    sqs.delete_queue(QueueUrl=url)
+
+
+def _events_for(
+    sqs: Any, url: str, batch_id: str, quiet_seconds: float, timeout: float
+) -> list[dict[str, Any]]:
+    """Every event for ``batch_id`` the queue receives, until none came for ``quiet_seconds`` after one."""
+    found: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline and (last is None or time.monotonic() - last < quiet_seconds):
+        for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get(
+            "Messages", []
+        ):
+            body = json.loads(m["Body"])
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+            if body.get("detail", {}).get("batchId") == batch_id:
+                found.append(body)
+                last = time.monotonic()
+    return found
+
+
+def test_a_completed_batch_is_reported_and_announced_once_on_the_local_stack(
+    stack: dict[str, Any], completion_queue: tuple[Any, str], tmp_path: Path
+) -> None:
+    env, conn = stack["env"], stack["db"]
+    sqs, url = completion_queue
+    run = uuid.uuid4().hex[:8]
+    person = f"deliver.{run}@example.com"
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO users (email) VALUES (%s)", (person,))
+    # GIVEN a batch of a résumé, a PDF naming nobody, one whose name is a formula, a broken one, a text file
+    corpus = samples.Corpus()
+    corpus.add("cv.pdf", samples.resume("Deliver Person", person))
+    corpus.add("=HYPERLINK(1).pdf", samples.resume("Nobody", f"nobody.{run}@example.com"))
+    corpus.add("broken.pdf", b"%PDF-1.4\nnot really\n")
+    corpus.add("notes.txt", b"ignored")
+    path = tmp_path / "deliver.zip"
+    corpus.write_zip(path)
+    # WHEN it is uploaded and completes
+    done = run_cli(env, "upload", str(path), "--wait", "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    batch_id = json.loads(done.stdout)["batchId"]
+    _, _, status = stack["api"].request("GET", f"/batches/{batch_id}")
+    # THEN status links the report, and the CSV behind the presigned GET equals the ledger row for row
+    assert status["status"] == "COMPLETED"
+    report = status["report"]
+    assert report["expiresIn"] == delivery.REPORT_URL_EXPIRES_SECONDS
+    with urllib.request.urlopen(report["csv"], timeout=30) as resp:
+        csv_bytes = resp.read()
+    with urllib.request.urlopen(report["summary"], timeout=30) as resp:
+        summary_bytes = resp.read()
+    ledger = MysqlLedger(MysqlClient.from_url(MYSQL_URL), Settings().users)
+    try:
+        rows = ledger.list_files(batch_id, -1, 100_000)
+        batch = ledger.get_batch(batch_id)
+    finally:
+        ledger.client.close()
+    assert len(rows) == 4
+    assert delivery.read_results_csv(csv_bytes) == [delivery.csv_row(r) for r in rows]
+    assert b"'=HYPERLINK(1).pdf" in csv_bytes
+    summary = json.loads(summary_bytes)
+    assert batch is not None and batch.announced_at is not None
+    assert summary["counts"]["processed"] == 3 and summary["upload"]["key"] == batch.object_key
+    assert summary["upload"]["versionId"] == batch.object_version
+    # and the rule's queue receives exactly one event for it, with counts and no names or addresses
+    events = _events_for(sqs, url, batch_id, quiet_seconds=8, timeout=60)
+    assert len(events) == 1, events
+    (event,) = events
+    assert (event["source"], event["detail-type"]) == ("pdfbatch", "Batch Completed")
+    assert event["detail"]["counts"] == summary["counts"]
+    text = json.dumps(event)
+    assert "@" not in text and "cv.pdf" not in text and "HYPERLINK" not in text
+    # WHEN status is read again THEN no second event
+    stack["api"].request("GET", f"/batches/{batch_id}")
+    assert _events_for(sqs, url, batch_id, quiet_seconds=3, timeout=5) == []
+    # WHEN the operator downloads the report THEN both files are saved, as served
+    saved = run_cli(env, "report", batch_id, "--download", str(tmp_path / "reports"))
+    assert saved.returncode == 0, saved.stderr[-3000:]
+    folder = tmp_path / "reports" / batch_id
+    assert (folder / "results.csv").read_bytes() == csv_bytes
+    assert (folder / "summary.json").read_bytes() == summary_bytes
