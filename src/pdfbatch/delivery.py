@@ -114,8 +114,8 @@ def _span(start: float | None, end: float | None) -> float | None:
     return round(end - start, 3) if start and end and end >= start else None
 
 
-def summary(batch: BatchRow) -> dict[str, Any]:
-    """summary.json: status, counts, reasons, durations and the ZIP the batch was read from."""
+def _ending(batch: BatchRow) -> dict[str, Any]:
+    """What the summary and the event both say of a batch's end: ids, status, counts and reasons."""
     outcomes, reasons = _counts(batch)
     return {
         "batchId": batch.batch_id,
@@ -124,8 +124,16 @@ def summary(batch: BatchRow) -> dict[str, Any]:
         "totalFiles": batch.total_files,
         "counts": outcomes,
         "reasons": reasons,
-        "createdAt": batch.created_at,
         "completedAt": batch.completed_at,
+        "report": report_keys(batch.batch_id),
+    }
+
+
+def summary(batch: BatchRow) -> dict[str, Any]:
+    """summary.json: status, counts, reasons, durations and the ZIP the batch was read from."""
+    return {
+        **_ending(batch),
+        "createdAt": batch.created_at,
         "durations": {
             "queuedSeconds": _span(batch.created_at, batch.started_at),
             "unzipSeconds": _span(batch.started_at, batch.unpacked_at),
@@ -138,7 +146,6 @@ def summary(batch: BatchRow) -> dict[str, Any]:
             "versionId": batch.object_version,
             "source": batch.source,
         },
-        "report": report_keys(batch.batch_id),
     }
 
 
@@ -153,14 +160,4 @@ def event_detail(batch: BatchRow) -> dict[str, Any]:
     ``completedAt`` with ``batchId`` identifies one completion: EventBridge delivers at least once, and
     a batch reopened by ``pdfbatch retry`` completes (and is announced) again.
     """
-    outcomes, reasons = _counts(batch)
-    return {
-        "batchId": batch.batch_id,
-        "status": batch.status,
-        "reason": batch.reason,
-        "totalFiles": batch.total_files,
-        "counts": outcomes,
-        "reasons": reasons,
-        "completedAt": batch.completed_at,
-        "report": report_keys(batch.batch_id),
-    }
+    return _ending(batch)

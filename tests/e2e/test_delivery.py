@@ -18,6 +18,7 @@ from typing import Any
 import boto3
 import pytest
 
+from fixtures.events import completions_queue
 from fixtures.stack import MYSQL_URL, run_cli
 from pdfbatch import delivery
 from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
@@ -42,15 +43,8 @@ def completion_queue(stack: dict[str, Any]) -> Iterator[tuple[Any, str]]:
     """A rule on the default bus for source pdfbatch, targeting a fresh SQS queue: (sqs client, queue url)."""
     run = uuid.uuid4().hex[:8]
     events, sqs = _client("events", stack["endpoint"]), _client("sqs", stack["endpoint"])
-    url = sqs.create_queue(QueueName=f"completions-{run}")["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    rule = f"pdfbatch-completions-{run}"
-    events.put_rule(Name=rule, EventPattern=json.dumps({"source": ["pdfbatch"]}), State="ENABLED")
-    events.put_targets(Rule=rule, Targets=[{"Id": "queue", "Arn": arn}])
-    yield sqs, url
-    events.remove_targets(Rule=rule, Ids=["queue"])
-    events.delete_rule(Name=rule)
-    sqs.delete_queue(QueueUrl=url)
+    with completions_queue(events, sqs, f"pdfbatch-completions-{run}") as url:
+        yield sqs, url
 
 
 def _events_for(

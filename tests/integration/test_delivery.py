@@ -17,8 +17,9 @@ import pytest
 
 from fakes import FakeEvents
 from fixtures import pdfs
+from fixtures.events import completions_queue
 from fixtures.faults import KILLED, run_killed_worker
-from fixtures.pipeline import drain, empty_and_delete_bucket, process_all, receive_all, upload
+from fixtures.pipeline import drain, process_all, receive_all, upload
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import bootstrap, delivery
 from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
@@ -144,40 +145,13 @@ def test_announcers_racing_on_separate_connections_put_one_event(deps: Deps, db:
 
 
 @pytest.fixture()
-def ls_deps(localstack: str, db: Any, settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Deps]:
-    """Real adapters as bootstrap builds them: LocalStack S3/SQS/EventBridge, the MariaDB, the Redis."""
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "test",
-        "AWS_SECRET_ACCESS_KEY": "test",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    s = replace(settings, endpoint_url=localstack)
-    s3, sqs = bootstrap.boto3_client("s3", s), bootstrap.boto3_client("sqs", s)
-    s3.create_bucket(Bucket=s.bucket)
-    s3.put_bucket_versioning(Bucket=s.bucket, VersioningConfiguration={"Status": "Enabled"})
-    queue_url = sqs.create_queue(QueueName=f"work-{s.bucket}")["QueueUrl"]
-    deps = bootstrap.build_deps(replace(s, queue_url=queue_url), need_queue=True)
-    yield deps
-    empty_and_delete_bucket(s3, s.bucket)
-    sqs.delete_queue(QueueUrl=queue_url)
-    deps.ledger.client.close()  # type: ignore[attr-defined]
-
-
-@pytest.fixture()
 def completions(ls_deps: Deps) -> Iterator[tuple[Any, str]]:
     """An EventBridge rule (source pdfbatch, default bus) targeting a fresh SQS queue: (sqs, queue url)."""
     s = ls_deps.settings
     events, sqs = bootstrap.boto3_client("events", s), bootstrap.boto3_client("sqs", s)
     name = f"done-{s.bucket}"[:64]
-    url = sqs.create_queue(QueueName=name)["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    events.put_rule(Name=name, EventPattern=json.dumps({"source": ["pdfbatch"]}), State="ENABLED")
-    events.put_targets(Rule=name, Targets=[{"Id": "queue", "Arn": arn}])
-    yield sqs, url
-    events.remove_targets(Rule=name, Ids=["queue"])
-    events.delete_rule(Name=name)
-    sqs.delete_queue(QueueUrl=url)
+    with completions_queue(events, sqs, name) as url:
+        yield sqs, url
 
 
 def _received(sqs: Any, url: str, batch_id: str, seconds: float) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -25,7 +25,6 @@ from fixtures.events import s3_event, sqs_event_of
 from fixtures.faults import KILLED, Outage, run_killed_worker
 from fixtures.pipeline import (
     assert_counters_match_ledger,
-    empty_and_delete_bucket,
     ledger_rows,
     pdf_urls,
     process_all,
@@ -47,27 +46,6 @@ RANK = {"PENDING": 0, "PROCESSING": 1, "COMPLETED": 2, "FAILED": 2}
 
 
 # --- fixtures and helpers -----------------------------------------------------------------------
-
-
-@pytest.fixture()
-def ls_deps(localstack: str, db: Any, settings: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Deps]:
-    """Real adapters as the functions build them: LocalStack S3/SQS, the test MariaDB and Redis."""
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "test",
-        "AWS_SECRET_ACCESS_KEY": "test",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    s = replace(settings, endpoint_url=localstack)
-    s3, sqs = bootstrap.boto3_client("s3", s), bootstrap.boto3_client("sqs", s)
-    s3.create_bucket(Bucket=s.bucket)
-    s3.put_bucket_versioning(Bucket=s.bucket, VersioningConfiguration={"Status": "Enabled"})  # as deployed
-    queue_url = sqs.create_queue(QueueName=f"work-{s.bucket}")["QueueUrl"]
-    deps = bootstrap.build_deps(replace(s, queue_url=queue_url), need_queue=True)
-    yield deps
-    empty_and_delete_bucket(s3, s.bucket)
-    sqs.delete_queue(QueueUrl=queue_url)
-    deps.ledger.client.close()  # type: ignore[attr-defined]
 
 
 def keys(deps: Deps, prefix: str) -> list[str]:
