@@ -48,14 +48,14 @@ NOTES = (
     "the handlers never imported the PDF libraries. Shipping CPython 3.13 .pyc (Lambda cannot write "
     "__pycache__ into its read-only code folder) more than halves every function's cold import. "
     "process_pdf's zip grows by its bytecode, far within Lambda's 50 MB zipped / 250 MB unpacked.",
-    "status misses 150 ms on this machine. Where its ~230 ms go (-X importtime, real-time priority): "
-    "aws_lambda_powertools ~65 ms of its own code (event_handler imports every resolver; AppSync's pulls "
-    "asyncio, ~20 ms more), pdfbatch's modules ~35 ms (dataclass construction in ports, config, model; "
-    "services importing archive and metrics, which no status route uses), the standard library they "
-    "pull (ssl, socket, zipfile, inspect, typing) most of the rest. This machine imports slowly "
-    "(`import asyncio` alone takes ~90 ms of CPU here). Closing the gap is handler-side: status "
-    "importing only its use cases once services is split, and a plain router instead of "
-    "APIGatewayRestResolver.",
+    "status: 221 ms before its plain router (measured at load 13; 182 ms minimum), most of it "
+    "Powertools' event_handler package, which imports every resolver (AppSync's pulls in asyncio) for "
+    "the five routes status serves. The handler now routes with a table of its own (method, OpenAPI "
+    "path, function), the same answers byte for byte (tests/unit/test_api_fuzz.py, test_status_api.py), "
+    "and only Powertools' Logger is imported; pdfbatch.services imports its use cases on first use "
+    "(PEP 562), so status no longer loads staging, processing and operations (zipfile, the archive "
+    "reader, metrics). What remains: pdfbatch's modules (dataclass construction in ports, config, "
+    "model), Powertools' Logger, boto3's and the standard library's (ssl, socket, inspect, typing).",
     "Tracing: `Tracing: Active` adds nothing to a cold start (Lambda records the segments; no SDK is "
     "shipped). Powertools Tracer would: aws_xray_sdk patches botocore at import, loading the SDK that "
     "the first request would otherwise load later, hence the tracer row.",

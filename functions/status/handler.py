@@ -7,15 +7,19 @@ Every malformed request is a 4xx with a JSON error, never a raise (API Gateway's
 are read through ``_query`` (text only: a lone surrogate is 400) and numbers through ``_number``
 (ASCII digits only), and a method the document does not list for a path is 405 with ``Allow``.
 tests/unit/test_api_fuzz.py holds the handler to its /openapi.json with Schemathesis.
+
+Routing is a table of five routes, not Powertools' APIGatewayRestResolver: importing
+``aws_lambda_powertools.event_handler`` loads every resolver it has (AppSync's pulls in asyncio), about
+a third of this function's cold start for a feature it does not need (bench section 8).
 """
 
 from __future__ import annotations
 
+import json
 import re
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
-from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from pdfbatch import auth, web
@@ -31,38 +35,52 @@ from pdfbatch.errors import (
 from pdfbatch.logs import logger
 from pdfbatch.services import batches, views
 
-app = APIGatewayRestResolver()
 PUBLIC_ROUTES = frozenset({("GET", "/"), ("GET", "/openapi.json")})
+JSON = "application/json"
 _DIGITS = re.compile(r"[0-9]+")  # ASCII: str.isdigit() also says yes to "²", which int() refuses
 
 
-def require_api_key(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
-    """Every documented route but PUBLIC_ROUTES needs the shared API key (401 without one, 403 with a
-    wrong one); a method the document does not list for a known path is 405, an unknown path 404."""
-    event = app.current_event
-    allowed = web.methods_of(event.path)
-    if allowed and event.http_method not in allowed:
-        return _error(
-            405,
-            "method_not_allowed",
-            f"{event.http_method} is not allowed here",
-            {"Allow": ", ".join(sorted(allowed))},
+class Request(NamedTuple):
+    """What a route reads of an API Gateway (REST, proxy) event.
+
+    (A NamedTuple, not a dataclass: Lambda and the tests load this file as a module of its own.)"""
+
+    method: str
+    path: str  # without a trailing slash (but "/")
+    headers: Mapping[str, str]  # names lowercased: HTTP header names are case-insensitive
+    query: Mapping[str, str]
+
+    @classmethod
+    def of(cls, event: Mapping[str, Any]) -> Request:
+        """The request an event carries."""
+        path = str(event.get("path") or "/")
+        return cls(
+            method=str(event.get("httpMethod") or "GET").upper(),
+            path=path.rstrip("/") or "/",
+            headers={str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()},
+            query=dict(event.get("queryStringParameters") or {}),
         )
-    if allowed and (event.http_method, event.path) not in PUBLIC_ROUTES:
-        auth.check_api_key(get_settings().api_key, event.headers.get(auth.HEADER))
-    return next_middleware(app)
 
+    def text(self, name: str) -> str | None:
+        """A query parameter as API Gateway decoded it; InvalidInput when it is not text.
 
-def _query(name: str) -> str | None:
-    """A query parameter as API Gateway decoded it; InvalidInput when it is not text.
+        Bytes that are not UTF-8 (``%ED%A0%80``) arrive as lone surrogates, which no store, hash or
+        JSON encoder accepts: refused here, once, for every parameter a route reads.
+        """
+        value = self.query.get(name)
+        if value is not None and not _is_text(value):
+            raise InvalidInput(f"query parameter {name!r} is not valid UTF-8")
+        return value
 
-    Bytes that are not UTF-8 (``%ED%A0%80``) arrive as lone surrogates, which no store, hash or JSON
-    encoder accepts: refused here, once, for every parameter a route reads.
-    """
-    value = app.current_event.get_query_string_value(name=name, default_value=None)
-    if value is not None and not _is_text(value):
-        raise InvalidInput(f"query parameter {name!r} is not valid UTF-8")
-    return value
+    def number(self, name: str, default: int, most: int) -> int:
+        """A whole-number query parameter (ASCII digits), capped at ``most`` without parsing huge ones."""
+        raw = self.text(name)
+        if raw is None:
+            return default
+        if not _DIGITS.fullmatch(raw):  # "" too: the parameter is there, without a number
+            raise InvalidInput(f"{name} must be a whole number")
+        digits = raw.lstrip("0")
+        return most if len(digits) > len(str(most)) else min(int(digits or "0"), most)
 
 
 def _is_text(value: str) -> bool:
@@ -73,22 +91,27 @@ def _is_text(value: str) -> bool:
     return True
 
 
-def _number(name: str, default: int, most: int) -> int:
-    """A whole-number query parameter (ASCII digits), capped at ``most`` without parsing huge ones."""
-    raw = _query(name)
-    if raw is None:
-        return default
-    if not _DIGITS.fullmatch(raw):  # "" too: the parameter is there, without a number
-        raise InvalidInput(f"{name} must be a whole number")
-    digits = raw.lstrip("0")
-    return most if len(digits) > len(str(most)) else min(int(digits or "0"), most)
+def response(
+    status: int, body: Any, content_type: str = JSON, headers: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """A proxy response; a body that is not text is sent as compact JSON."""
+    text = body if isinstance(body, str) else json.dumps(body, separators=(",", ":"))
+    return {
+        "statusCode": status,
+        "headers": {**(headers or {}), "Content-Type": content_type},
+        "body": text,
+        "isBase64Encoded": False,
+    }
 
 
-app.use(middlewares=[require_api_key])
+def _error(status: int, code: str, message: str, headers: Mapping[str, str] | None = None) -> dict[str, Any]:
+    return response(status, {"error": code, "message": message}, headers=headers)
 
 
-@app.get("/")
-def upload_page() -> Response[str]:
+# --- routes ---------------------------------------------------------------------------------------
+
+
+def upload_page(request: Request) -> dict[str, Any]:
     """The upload page: plain HTML with its script and style inline, allowed by hash in its CSP."""
     page = web.upload_page(get_settings())
     headers = {
@@ -97,113 +120,139 @@ def upload_page() -> Response[str]:
         "X-Content-Type-Options": "nosniff",
         "Referrer-Policy": "no-referrer",
     }
-    return Response(status_code=200, content_type="text/html; charset=utf-8", body=page.html, headers=headers)
+    return response(200, page.html, "text/html; charset=utf-8", headers)
 
 
-@app.get("/openapi.json")
-def openapi() -> Response[str]:
+def openapi(request: Request) -> dict[str, Any]:
     """The OpenAPI 3.1 description of this API (the file shipped in pdfbatch/web)."""
-    return Response(
-        status_code=200,
-        content_type=content_types.APPLICATION_JSON,
-        body=web.openapi_document(),
-        headers={"Cache-Control": "max-age=300"},
-    )
+    return response(200, web.openapi_document(), JSON, {"Cache-Control": "max-age=300"})
 
 
-@app.post("/batches")
-def create_batch() -> tuple[dict[str, Any], int]:
+def create_batch(request: Request) -> dict[str, Any]:
     """A new batch id and the presigned POST to upload its ZIP."""
-    return batches.create_batch(get_deps()), 201
+    return response(201, batches.create_batch(get_deps()))
 
 
-@app.get("/batches")
-def find_batches() -> dict[str, Any]:
+def find_batches(request: Request) -> dict[str, Any]:
     """Batches of an object key dropped with the AWS CLI: GET /batches?key=uploads/x.zip."""
-    key = _query("key") or ""
+    key = request.text("key") or ""
     if not key:
         raise InvalidInput("query parameter 'key' is required")
-    return views.find_batches(get_deps(), key)
+    return response(200, views.find_batches(get_deps(), key))
 
 
-@app.get("/batches/<batch_id>")
-def get_batch(batch_id: str) -> Response[Any]:
+def get_batch(request: Request, batch_id: str) -> dict[str, Any]:
     """Progress of one batch; clients are told when to poll again while it runs."""
     body = views.batch_status(get_deps(), batch_id)
     headers = {"Cache-Control": "no-store"}
     if body["status"] in ("PENDING", "PROCESSING"):
         headers["Retry-After"] = "1"
-    return Response(status_code=200, content_type=content_types.APPLICATION_JSON, body=body, headers=headers)
+    return response(200, body, JSON, headers)
 
 
-@app.get("/batches/<batch_id>/files")
-def get_files(batch_id: str) -> dict[str, Any]:
+def get_files(request: Request, batch_id: str) -> dict[str, Any]:
     """Per-file results, paginated: ?limit=&cursor=&outcome=."""
-    return views.list_files(
+    body = views.list_files(
         get_deps(),
         batch_id,
-        cursor=_query("cursor"),
-        limit=_number("limit", 100, most=1000),
-        outcome=_query("outcome"),
+        cursor=request.text("cursor"),
+        limit=request.number("limit", 100, most=1000),
+        outcome=request.text("outcome"),
     )
+    return response(200, body)
 
 
-def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response[Any]:
-    return Response(
-        status_code=status,
-        content_type=content_types.APPLICATION_JSON,
-        body={"error": code, "message": message},
-        headers=headers,
-    )
+Route = Callable[..., dict[str, Any]]
+# (method, path as the OpenAPI document writes it, handler); a {parameter} is one path segment.
+ROUTES: tuple[tuple[str, str, Route], ...] = (
+    ("GET", "/", upload_page),
+    ("GET", "/openapi.json", openapi),
+    ("POST", "/batches", create_batch),
+    ("GET", "/batches", find_batches),
+    ("GET", "/batches/{batchId}", get_batch),
+    ("GET", "/batches/{batchId}/files", get_files),
+)
 
 
-@app.exception_handler(Unauthenticated)
-def unauthenticated(exc: Unauthenticated) -> Response[Any]:
+def _pattern(path: str) -> re.Pattern[str]:
+    return re.compile(re.sub(r"\{[^}]+\}", "([^/]+)", path.replace(".", r"\.")))
+
+
+_COMPILED = tuple((method, _pattern(path), run) for method, path, run in ROUTES)
+
+
+def route(request: Request) -> dict[str, Any]:
+    """Every documented route but PUBLIC_ROUTES needs the shared API key (401 without one, 403 with a
+    wrong one); a method the document does not list for a known path is 405, an unknown path 404."""
+    allowed = web.methods_of(request.path)
+    if allowed and request.method not in allowed:
+        allow = {"Allow": ", ".join(sorted(allowed))}
+        return _error(405, "method_not_allowed", f"{request.method} is not allowed here", allow)
+    if allowed and (request.method, request.path) not in PUBLIC_ROUTES:
+        auth.check_api_key(get_settings().api_key, request.headers.get(auth.HEADER.lower()))
+    for method, pattern, run in _COMPILED:
+        if method == request.method and (match := pattern.fullmatch(request.path)):
+            return run(request, *match.groups())
+    return _error(404, "not_found", "no such route")
+
+
+# --- errors: each a JSON answer, looked up by the exception's class and then its bases ----------------
+
+
+def unauthenticated(request: Request, exc: Exception) -> dict[str, Any]:
     """401: no API key."""
-    logger.warning("request without an API key", extra={"path": app.current_event.path})
+    logger.warning("request without an API key", extra={"path": request.path})
     return _error(401, "unauthorized", str(exc), {"WWW-Authenticate": f'ApiKey header="{auth.HEADER}"'})
 
 
-@app.exception_handler(Forbidden)
-def forbidden(exc: Forbidden) -> Response[Any]:
+def forbidden(request: Request, exc: Exception) -> dict[str, Any]:
     """403: an API key that is not the configured one."""
-    logger.warning("request with a wrong API key", extra={"path": app.current_event.path})
+    logger.warning("request with a wrong API key", extra={"path": request.path})
     return _error(403, "forbidden", str(exc))
 
 
-@app.exception_handler(ConfigError)
-def not_configured(exc: ConfigError) -> Response[Any]:
+def not_configured(request: Request, exc: Exception) -> dict[str, Any]:
     """500: the function lacks configuration (no API key): it refuses rather than run open."""
     logger.error("status function misconfigured", extra={"error": str(exc)})
     return _error(500, "not_configured", "the API is not configured; its operator has been told in the logs")
 
 
-@app.exception_handler(NotFound)
-def not_found(exc: NotFound) -> Response[Any]:
+def not_found(request: Request, exc: Exception) -> dict[str, Any]:
     """404 with a JSON error."""
     return _error(404, "not_found", "no such batch")
 
 
-@app.exception_handler(InvalidInput)
-def invalid(exc: InvalidInput) -> Response[Any]:
+def invalid(request: Request, exc: Exception) -> dict[str, Any]:
     """400 with the reason."""
     return _error(400, "invalid_input", str(exc))
 
 
-@app.exception_handler(DependencyUnavailable)
-def unavailable(exc: DependencyUnavailable) -> Response[Any]:
+def unavailable(request: Request, exc: Exception) -> dict[str, Any]:
     """503: a dependency is down; the client may retry."""
-    logger.error("dependency unavailable", extra={"dependency": exc.dependency})
-    return _error(503, "unavailable", f"{exc.dependency} is unavailable, try again shortly")
+    dependency = exc.dependency if isinstance(exc, DependencyUnavailable) else "a dependency"
+    logger.error("dependency unavailable", extra={"dependency": dependency})
+    return _error(503, "unavailable", f"{dependency} is unavailable, try again shortly")
 
 
-@app.not_found
-def route_not_found(exc: Exception) -> Response[Any]:
-    """Unknown routes: JSON 404."""
-    return _error(404, "not_found", "no such route")
+ERRORS: Mapping[type[Exception], Callable[[Request, Exception], dict[str, Any]]] = {
+    Unauthenticated: unauthenticated,
+    Forbidden: forbidden,
+    ConfigError: not_configured,
+    NotFound: not_found,
+    InvalidInput: invalid,
+    DependencyUnavailable: unavailable,
+}
 
 
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Entry point for API Gateway proxy events."""
-    return app.resolve(event, context)
+    request = Request.of(event)
+    try:
+        return route(request)
+    except Exception as exc:
+        for cls in type(exc).__mro__:
+            answer = ERRORS.get(cls)
+            if answer is not None:
+                return answer(request, exc)
+        raise
