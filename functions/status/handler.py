@@ -8,7 +8,7 @@ are read through ``_query`` (text only: a lone surrogate is 400) and numbers thr
 (ASCII digits only), and a method the document does not list for a path is 405 with ``Allow``.
 tests/unit/test_api_fuzz.py holds the handler to its /openapi.json with Schemathesis.
 
-Routing is a table of five routes, not Powertools' APIGatewayRestResolver: importing
+Routing is a table of six routes, not Powertools' APIGatewayRestResolver: importing
 ``aws_lambda_powertools.event_handler`` loads every resolver it has (AppSync's pulls in asyncio), about
 a third of this function's cold start for a feature it does not need (bench section 8).
 """
