@@ -7,6 +7,7 @@ import argparse
 import pytest
 
 from pdfbatch import cli
+from pdfbatch.cli import common
 from pdfbatch.cli.operator import _service_errors
 from pdfbatch.errors import DependencyUnavailable, InvalidInput, NotFound
 
@@ -104,3 +105,27 @@ def test_gc_is_a_dry_run_unless_told_to_delete_and_keeps_a_day_of_grace_by_defau
     assert (args.delete, args.older_than) == (False, "1d")
     text = " ".join(COMMANDS["gc"].format_help().split())
     assert "Dry run by default" in text and "--delete" in text
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, "http://127.0.0.1:4566"),
+        ({"PDFBATCH_LOCALSTACK_PORT": "4599"}, "http://127.0.0.1:4599"),
+        (
+            {"PDFBATCH_LOCALSTACK_PORT": "4599", "AWS_ENDPOINT_URL": "http://elsewhere:1"},
+            "http://elsewhere:1",
+        ),
+        ({"PDFBATCH_LOCALSTACK_PORT": "4599", "AWS_ENDPOINT_URL": ""}, None),  # empty: real AWS
+    ],
+)
+def test_the_cli_finds_the_local_stack_where_the_tests_bench_and_soak_do(
+    env: dict[str, str], expected: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN an environment that names (or not) a LocalStack port and an endpoint
+    for name in ("PDFBATCH_LOCALSTACK_PORT", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    # THEN `pdfbatch stack up`, `demo` and every other command talk to that endpoint
+    assert common.endpoint_url() == expected

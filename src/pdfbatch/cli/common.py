@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from pdfbatch.config import DEFAULT_ENDPOINT_URL, DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, parse_mysql_url
+from pdfbatch.config import DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, parse_mysql_url
+from pdfbatch.ops import localstack
 
 EXIT_OK, EXIT_BATCH_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
 EXIT_CODES = (
@@ -25,10 +26,11 @@ class CliError(Exception):
 
 
 def endpoint_url() -> str | None:
-    """AWS_ENDPOINT_URL, defaulting to the local stack; set it empty to target real AWS."""
+    """AWS_ENDPOINT_URL, defaulting to the local stack (on PDFBATCH_LOCALSTACK_PORT when set, as the
+    tests, the bench and the soak use it); set it empty to target real AWS."""
     value = os.environ.get("AWS_ENDPOINT_URL")
     if value is None:
-        return DEFAULT_ENDPOINT_URL
+        return localstack.default_endpoint()
     return value or None
 
 
