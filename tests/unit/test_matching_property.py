@@ -20,7 +20,7 @@ import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fixtures import layouts
@@ -209,6 +209,15 @@ def seen(pages: Sequence[Sequence[Placement]]) -> list[list[str]]:
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(documents())
+# Found by this generator in CI: a complete address ending a full line, the next line starting with a
+# hyphen ("1@0.com" / "-/@0.com") was joined as if "com" + "" were a wrapped top-level domain.
+@example(
+    (
+        [[Placement("1@0.com", "plain", None, 2.0), Placement("-/@0.com", "field", None, 2.0)]],
+        [User(1, "1@0.com")],
+        MatchPolicy.UNIQUE,
+    )
+)
 def test_the_linked_user_is_the_one_visibly_and_uniquely_named_on_the_first_page_naming_one(
     example: tuple[list[list[Placement]], list[User], MatchPolicy],
 ) -> None:

@@ -322,8 +322,9 @@ class _Reader:
         last = domain.rsplit(".", 1)[-1] if "." in domain else ""
         if not last or _tld(last) is not True:
             return _Break.JOIN  # an unfinished domain broken by the layout ("gma" / "il.com")
-        if "." not in tail and _tld(last + tail.split("-", 1)[0]) is True:
-            return _Break.JOIN  # "gmail.co" / "m"
+        piece = tail.split("-", 1)[0]
+        if piece and "." not in tail and _tld(last + piece) is True:
+            return _Break.JOIN  # "gmail.co" / "m" (never "gmail.com" / "-...": nothing to join there)
         return _Break.END  # a complete address ending the line ("gmail.com" / "Phone")
 
     def _run(self, start: int) -> str:
