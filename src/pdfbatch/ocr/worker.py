@@ -7,9 +7,8 @@ a model load ~0.5 s), talking over a socketpair (no /dev/shm on Lambda). Past th
 kills it with SIGKILL and forks another for the next file. The child closes every inherited descriptor
 but its pipe, never logs, caps its own memory and dies with the thread that forked it.
 
-The process plumbing here (fork under the pdfium lock, descriptor hygiene, PR_SET_PDEATHSIG, RLIMIT_DATA,
-reaping) is the same as pdf.py's _Reader; it lives here, not shared, only until that module is split
-(see docs/OCR.md: one isolation module for both readers).
+The parent's side (fork under the pdfium lock, the pipe, retiring, reaping) and the memory cap are
+pdf/child.py's, shared with the text reader (pdf/reader.py).
 """
 
 from __future__ import annotations
@@ -20,9 +19,7 @@ import faulthandler
 import gc
 import json
 import logging
-import multiprocessing
 import os
-import re
 import resource
 import signal
 import threading
@@ -34,6 +31,7 @@ from pdfbatch.errors import EncryptedPdf, MalformedPdf, PdfRejected, PdfTimeout
 from pdfbatch.ocr.engine import Engine
 from pdfbatch.ocr.read import AGAIN, Opened, Region, RegionRead, read_regions
 from pdfbatch.pdf import PDFIUM_LOCK
+from pdfbatch.pdf.child import Child, cap_memory
 
 logger = logging.getLogger(__name__)
 
@@ -45,54 +43,18 @@ WORKER_MEMORY_BYTES = 1024 * 1024 * 1024
 WORKER_MAX_DOCUMENTS = 200
 _REJECTIONS: dict[str, type[PdfRejected]] = {"malformed_pdf": MalformedPdf, "encrypted": EncryptedPdf}
 
-_unreaped: list[int] = []
-_unreaped_lock = threading.Lock()
 _workers = threading.local()  # one worker per thread that reads scans (a Lambda invocation has one)
 
 
-class Worker:
+class Worker(Child):
     """A forked child reading scans with ``engine`` for one thread, one document at a time."""
 
     def __init__(self, engine: Engine, memory_bytes: int = WORKER_MEMORY_BYTES) -> None:
         engine.load()  # here, before the fork: every worker inherits the loaded model
         with PDFIUM_LOCK:  # no other thread is inside pdfium while the process is copied
-            _reap()
-            here, there = multiprocessing.Pipe(duplex=True)
-            parent = os.getpid()
-            pid = os.fork()
-            if pid == 0:  # pragma: no cover - the child; observed through the pipe
-                _worker_main(there, parent, engine, memory_bytes)
-            there.close()
+            super().__init__(_worker_main, engine, memory_bytes)
         self.engine = engine
-        self.pid = pid
-        self.conn = here
         self.documents = 0
-        self.alive = True
-
-    def __del__(self) -> None:
-        if self.alive and isinstance(_unreaped, list):  # its thread is gone; the next fork reaps it
-            _unreaped.append(self.pid)
-
-    def retire(self, kill: bool) -> None:
-        """Stop using this worker: killed if it may be busy, else told to go by closing its pipe."""
-        if not self.alive:
-            return
-        self.alive = False
-        self.conn.close()
-        if kill:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGKILL)
-        with _unreaped_lock:
-            _unreaped.append(self.pid)
-
-    def exit_status(self) -> str:
-        """Wait for the (dead) worker and say how it ended."""
-        self.alive = False
-        self.conn.close()
-        _, status = os.waitpid(self.pid, 0)
-        if os.WIFSIGNALED(status):
-            return f"signal {os.WTERMSIG(status)}"
-        return f"exit status {os.waitstatus_to_exitcode(status)}"
 
 
 def worker_for(engine: Engine) -> Worker:
@@ -164,29 +126,6 @@ class Remote:
         self._worker.retire(kill=True)  # inside a region: the budget ran out, or the caller failed
 
 
-def _reap() -> None:
-    with _unreaped_lock:
-        for pid in list(_unreaped):
-            try:
-                done, _ = os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                done = pid
-            if done:
-                _unreaped.remove(pid)
-
-
-def _cap_memory(headroom: int) -> None:
-    """Let this process allocate at most ``headroom`` more bytes (RLIMIT_DATA counts heap and anonymous
-    maps on Linux): past it an allocation fails in the worker, not the whole execution environment."""
-    try:
-        with open("/proc/self/status", "rb") as status:
-            used_kib = int(re.search(rb"VmData:\s+(\d+)", status.read()).group(1))  # type: ignore[union-attr]
-    except (OSError, AttributeError, ValueError):
-        return  # not Linux: the budget still bounds the worker
-    limit = used_kib * 1024 + headroom
-    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-
-
 def _worker_main(  # pragma: no cover - runs in the forked child
     conn: Connection, parent: int, engine: Engine, memory_bytes: int
 ) -> NoReturn:
@@ -207,7 +146,7 @@ def _worker_main(  # pragma: no cover - runs in the forked child
         for fd in (0, 1, 2):
             os.dup2(null, fd)
         os.close(null)
-        _cap_memory(memory_bytes)
+        cap_memory(memory_bytes)
         with contextlib.suppress(EOFError):
             while _read_one(conn, engine):
                 continue

@@ -17,9 +17,7 @@ import ctypes
 import faulthandler
 import gc
 import json
-import multiprocessing
 import os
-import re
 import resource
 import signal
 import threading
@@ -29,6 +27,7 @@ from multiprocessing.connection import Connection
 from typing import Any, NoReturn
 
 from pdfbatch.errors import EncryptedPdf, MalformedPdf, PdfRejected, PdfTimeout
+from pdfbatch.pdf.child import Child, cap_memory, reap, unreaped
 from pdfbatch.pdf.pages import PDFIUM_LOCK, _Document, _Page
 from pdfbatch.pdf.structure import PdfInfo, logger
 
@@ -43,12 +42,12 @@ CHUNK = 10_000
 _REJECTIONS: dict[str, type[PdfRejected]] = {"malformed_pdf": MalformedPdf, "encrypted": EncryptedPdf}
 # Readers that were killed or retired but not reaped yet: reaped without waiting on the next fork, so
 # no scan pays for a process's exit. A zombie holds no memory.
-_unreaped: list[int] = []
-_unreaped_lock = threading.Lock()
+# The tests watch retired readers being reaped through these names.
+_unreaped, _reap = unreaped, reap
 _readers = threading.local()  # one reader per thread that scans (a Lambda invocation has one)
 
 
-class _Reader:
+class _Reader(Child):
     """A forked child that reads PDFs for one thread, one document at a time, until it is killed.
 
     It is forked once (after pypdf and pdfium were warmed up here) and kept, so a document costs a
@@ -62,45 +61,8 @@ class _Reader:
         # only thread owns the (reentrant) lock.
         with PDFIUM_LOCK:
             _warm_up()
-            _reap()
-            here, there = multiprocessing.Pipe(duplex=True)
-            parent = os.getpid()
-            pid = os.fork()
-            if pid == 0:  # pragma: no cover - the child; its work is observed through the pipe
-                _reader_main(there, parent)
-            there.close()
-        self.pid = pid
-        self.conn = here
+            super().__init__(_reader_main)
         self.scans = 0
-        self.alive = True
-
-    def __del__(self) -> None:
-        # Its thread is gone: the pipe closes with it, which tells the reader to exit; the next fork
-        # reaps it. (Not retire(): this may run at interpreter exit, with modules half torn down.)
-        if self.alive and isinstance(_unreaped, list):
-            _unreaped.append(self.pid)
-
-    def retire(self, kill: bool) -> None:
-        """Stop using this reader: killed if it may be busy, else told to go by closing its pipe."""
-        if not self.alive:
-            return
-        self.alive = False
-        self.conn.close()
-        if kill:
-            # Unreaped, it exists (a zombie at least) unless some other code waited for any child.
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGKILL)
-        with _unreaped_lock:
-            _unreaped.append(self.pid)
-
-    def exit_status(self) -> str:
-        """Wait for the (dead) reader and describe how it ended."""
-        self.alive = False
-        self.conn.close()
-        _, status = os.waitpid(self.pid, 0)
-        if os.WIFSIGNALED(status):
-            return f"signal {os.WTERMSIG(status)}"
-        return f"exit status {os.waitstatus_to_exitcode(status)}"
 
 
 def _reader() -> _Reader:
@@ -205,18 +167,6 @@ def _chunks(items: Sequence[str]) -> Iterator[tuple[list[str], bool]]:
         yield list(items[start : start + CHUNK]), start + CHUNK >= len(items)
 
 
-def _reap() -> None:
-    """Collect the exit status of every finished reader without waiting for the others."""
-    with _unreaped_lock:
-        for pid in list(_unreaped):
-            try:
-                done, _ = os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                done = pid  # reaped elsewhere (someone waited for any child)
-            if done:
-                _unreaped.remove(pid)
-
-
 def _minimal_pdf(line: str) -> bytes:
     """A one-page PDF showing ``line`` in Helvetica (the standard font most text PDFs use)."""
     stream = b"BT /F1 11 Tf 50 780 Td (" + line.encode("ascii") + b") Tj ET"
@@ -257,19 +207,6 @@ def _warm_up() -> None:
         _warmed = True
 
 
-def _cap_memory(headroom: int) -> None:
-    """Let this process allocate at most ``headroom`` more bytes (Linux counts heap and anonymous maps
-    in RLIMIT_DATA): past it malloc fails, so pdfium aborts and pypdf raises MemoryError in the reader
-    instead of the whole execution environment running out of memory."""
-    try:
-        with open("/proc/self/status", "rb") as status:
-            used_kib = int(re.search(rb"VmData:\s+(\d+)", status.read()).group(1))  # type: ignore[union-attr]
-    except (OSError, AttributeError, ValueError):
-        return  # not Linux: no cap, the budget still bounds the reader
-    limit = used_kib * 1024 + headroom
-    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-
-
 def _reader_main(conn: Connection, parent: int) -> NoReturn:  # pragma: no cover - runs in the forked child
     """The reader: for each ("scan", max_pages) and document, stream its events; exit at end of file.
 
@@ -295,7 +232,7 @@ def _reader_main(conn: Connection, parent: int) -> NoReturn:  # pragma: no cover
         for fd in (0, 1, 2):
             os.dup2(null, fd)
         os.close(null)
-        _cap_memory(CHILD_MEMORY_BYTES)
+        cap_memory(CHILD_MEMORY_BYTES)
         with contextlib.suppress(EOFError):  # the parent closed the pipe: retired, or gone
             while _read_one(conn):
                 continue

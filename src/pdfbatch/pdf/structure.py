@@ -120,9 +120,11 @@ def _check_bytes(data: bytes) -> str:
         raise MalformedPdf("startxref does not point at a cross-reference section")
     return header.group(1).decode("ascii")
 
+
 # ---------------------------------------------------------------------------------------------
 # pdfium: opening the document for reading, and its page tree (callers hold PDFIUM_LOCK)
 # ---------------------------------------------------------------------------------------------
+
 
 def _open_pdfium(data: bytes) -> pdfium.PdfDocument:
     try:
@@ -144,6 +146,7 @@ def _check_page_tree(doc: pdfium.PdfDocument, count: int) -> None:
     for index in range(count):
         if not pdfium_c.FPDF_GetPageSizeByIndexF(doc, index, ctypes.byref(size)):
             raise MalformedPdf(f"page {index + 1} is not in the page tree")
+
 
 # ---------------------------------------------------------------------------------------------
 # pypdf logging: observed for repairs, never printed (messages may quote bytes of the file)
