@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import json
 import re
 import uuid
@@ -957,3 +958,19 @@ def test_a_linked_files_staged_copy_is_deleted_and_a_concurrent_delivery_that_fi
     assert ledger.pdf_url_of(user) is not None
     status = views.batch_status(deps, report.batch_id)
     assert (status["status"], status["processed"], status["linked"]) == ("COMPLETED", 2, 1)
+
+
+def test_every_name_the_services_package_re_exports_resolves_to_its_home() -> None:
+    # The package imports its use cases on first use (PEP 562): a name whose home is wrong would only
+    # fail when some caller first asks for it.
+    import pdfbatch.services as package
+
+    for name in package.__all__:
+        value = getattr(package, name)
+        home = importlib.import_module(package._HOMES[name])
+        assert value is getattr(home, name), name
+    for module in package.SUBMODULES:
+        assert getattr(package, module) is importlib.import_module(f"pdfbatch.services.{module}")
+    assert set(package.__all__) == set(package._HOMES)
+    with pytest.raises(AttributeError):
+        package.no_such_name  # noqa: B018
