@@ -17,7 +17,7 @@ from pdfbatch.adapters.redis import hash_fields, live_progress
 from pdfbatch.adapters.users_table import can_hold, normalise
 from pdfbatch.errors import DependencyUnavailable, ProgressMissing, UsersTableError
 from pdfbatch.model import COUNTED_OUTCOMES, FINAL_STATUSES, FileResult
-from pdfbatch.ports import BatchRow, DoneFile, FileRow, LiveProgress, NewEntry, UserRow
+from pdfbatch.ports import BatchRow, CallbackAttempt, DoneFile, FileRow, LiveProgress, NewEntry, UserRow
 
 _FINAL = ("COMPLETED", "FAILED")
 
@@ -571,3 +571,58 @@ class FakeEvents:
     def of(self, batch_id: str) -> list[tuple[str, str, dict[str, Any]]]:
         """The events put for one batch."""
         return [e for e in self.put if e[2].get("batchId") == batch_id]
+
+
+class FakeCallbackLog:
+    """ports.CallbackLog in memory, with MysqlCallbackLog's semantics (first URL kept; one row per
+    (delivery, attempt); only an attempt in flight is finished)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self.urls: dict[str, str] = {}
+        self.rows: dict[tuple[str, int], CallbackAttempt] = {}
+
+    def set_url(self, batch_id: str, url: str, created_at: float) -> None:
+        """INSERT IGNORE."""
+        with self._lock:
+            self.urls.setdefault(batch_id, url)
+
+    def url_of(self, batch_id: str) -> str | None:
+        """The batch's URL."""
+        return self.urls.get(batch_id)
+
+    def begin_attempt(
+        self, batch_id: str, delivery_id: str, attempt: int, kind: str, started_at: float
+    ) -> bool:
+        """INSERT IGNORE on (delivery_id, attempt)."""
+        with self._lock:
+            if (delivery_id, attempt) in self.rows:
+                return False
+            self.rows[(delivery_id, attempt)] = CallbackAttempt(
+                batch_id, delivery_id, attempt, kind, started_at, None, None, None
+            )
+            return True
+
+    def finish_attempt(
+        self, delivery_id: str, attempt: int, http_status: int | None, error: str | None, duration_ms: int
+    ) -> None:
+        """UPDATE ... WHERE duration_ms IS NULL."""
+        with self._lock:
+            row = self.rows.get((delivery_id, attempt))
+            if row is not None and row.duration_ms is None:
+                self.rows[(delivery_id, attempt)] = replace(
+                    row, http_status=http_status, error=error, duration_ms=duration_ms
+                )
+
+    def delivered(self, delivery_id: str) -> bool:
+        """A 2xx recorded for the delivery."""
+        return any(
+            r.delivery_id == delivery_id and r.http_status is not None and 200 <= r.http_status <= 299
+            for r in self.rows.values()
+        )
+
+    def attempts(self, batch_id: str) -> list[CallbackAttempt]:
+        """Oldest first."""
+        return sorted(
+            (r for r in self.rows.values() if r.batch_id == batch_id), key=lambda r: (r.started_at, r.attempt)
+        )

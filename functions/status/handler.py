@@ -49,6 +49,7 @@ class Request(NamedTuple):
     path: str  # without a trailing slash (but "/")
     headers: Mapping[str, str]  # names lowercased: HTTP header names are case-insensitive
     query: Mapping[str, str]
+    body: str | None = None
 
     @classmethod
     def of(cls, event: Mapping[str, Any]) -> Request:
@@ -59,7 +60,20 @@ class Request(NamedTuple):
             path=path.rstrip("/") or "/",
             headers={str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()},
             query=dict(event.get("queryStringParameters") or {}),
+            body=_body_text(event),
         )
+
+    def json_object(self) -> dict[str, Any]:
+        """The body as a JSON object ({} when there is none); InvalidInput when it is not one."""
+        if self.body is None or not self.body.strip():
+            return {}
+        try:
+            value = json.loads(self.body)
+        except ValueError as exc:
+            raise InvalidInput("the body must be a JSON object") from exc
+        if not isinstance(value, dict):
+            raise InvalidInput("the body must be a JSON object")
+        return value
 
     def text(self, name: str) -> str | None:
         """A query parameter as API Gateway decoded it; InvalidInput when it is not text.
@@ -81,6 +95,21 @@ class Request(NamedTuple):
             raise InvalidInput(f"{name} must be a whole number")
         digits = raw.lstrip("0")
         return most if len(digits) > len(str(most)) else min(int(digits or "0"), most)
+
+
+def _body_text(event: Mapping[str, Any]) -> str | None:
+    body = event.get("body")
+    if body is None:
+        return None
+    if event.get("isBase64Encoded"):
+        import base64
+        import binascii
+
+        try:
+            return base64.b64decode(str(body)).decode("utf-8", "surrogateescape")
+        except (binascii.Error, ValueError):
+            return "\x00"  # not JSON: refused by json_object
+    return str(body)
 
 
 def _is_text(value: str) -> bool:
@@ -129,8 +158,15 @@ def openapi(request: Request) -> dict[str, Any]:
 
 
 def create_batch(request: Request) -> dict[str, Any]:
-    """A new batch id and the presigned POST to upload its ZIP."""
-    return response(201, batches.create_batch(get_deps()))
+    """A new batch id and the presigned POST to upload its ZIP; optionally {"callbackUrl": "https://..."}."""
+    body = request.json_object()
+    unknown = sorted(set(body) - {"callbackUrl"})
+    if unknown:
+        raise InvalidInput(f"unknown field {unknown[0]!r}" if _is_text(unknown[0]) else "unknown field")
+    url = body.get("callbackUrl")
+    if "callbackUrl" in body and not (isinstance(url, str) and _is_text(url)):
+        raise InvalidInput("callbackUrl must be a string")  # null too: leave the field out instead
+    return response(201, batches.create_batch(get_deps(), url))
 
 
 def find_batches(request: Request) -> dict[str, Any]:

@@ -53,6 +53,7 @@ def build_deps(
     """
     from pdfbatch.adapters.events import EventBridgeEvents
     from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
+    from pdfbatch.adapters.mysql_callbacks import MysqlCallbackLog
     from pdfbatch.adapters.redis import RedisProgress
     from pdfbatch.adapters.s3 import S3Store
     from pdfbatch.adapters.sqs import SqsQueue
@@ -84,6 +85,7 @@ def build_deps(
         parked=parked,
         # The client opens no connection until a batch is announced (tally.announce).
         events=EventBridgeEvents(boto3_client("events", settings, io=io)),
+        callbacks=MysqlCallbackLog(mysql),
     )
 
 
@@ -101,7 +103,9 @@ def _secrets_provider(endpoint_url: str | None, region: str) -> Any:
 
 def read_secrets(settings: Settings) -> Settings:
     """``settings`` completed with the current values of its secrets (each cached secrets_max_age s)."""
-    if not (settings.mysql_secret or settings.redis_secret or settings.api_key_secret):
+    if not (
+        settings.mysql_secret or settings.redis_secret or settings.api_key_secret or settings.callback_secret
+    ):
         return settings
     from aws_lambda_powertools.utilities.parameters.exceptions import (
         GetParameterError,
@@ -124,6 +128,7 @@ def read_secrets(settings: Settings) -> Settings:
         mysql=read(settings.mysql_secret, "json") if settings.mysql_secret else None,
         redis_url=read(settings.redis_secret) if settings.redis_secret else None,
         api_key=read(settings.api_key_secret) if settings.api_key_secret else None,
+        callback_key=read(settings.callback_secret) if settings.callback_secret else None,
     )
 
 

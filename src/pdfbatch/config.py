@@ -93,6 +93,15 @@ class Settings:
     parked_queue_url: str = ""  # PDFBATCH_PARKED_QUEUE_URL: work dead letters recorded gave_up, to redrive
     api_key: str = field(default="", repr=False)  # PDFBATCH_API_KEY: the shared secret of the REST API
     match_policy: str = "unique"  # PDFBATCH_MATCH_POLICY: one of MATCH_POLICIES
+    # Signed callbacks (pdfbatch.callbacks, services/callbacks.py; README "Getting results out").
+    callback_secret: str = ""  # PDFBATCH_CALLBACK_SECRET: the signing secret's ARN (read by bootstrap)
+    callback_key: str = field(default="", repr=False)  # the signing secret's value (from that secret)
+    callback_allow: str = ""  # PDFBATCH_CALLBACK_ALLOW: hosts/CIDRs allowed though private (local tests)
+    callback_allow_http: bool = False  # PDFBATCH_CALLBACK_ALLOW_HTTP: http:// too (local deployments only)
+    callback_attempts: int = 8  # PDFBATCH_CALLBACK_ATTEMPTS: POSTs of one delivery before its DLQ
+    callback_retry_base_seconds: int = 30  # PDFBATCH_CALLBACK_RETRY_BASE_SECONDS: first backoff
+    callback_retry_max_seconds: int = 3600  # PDFBATCH_CALLBACK_RETRY_MAX_SECONDS: backoff cap
+    callback_timeout_seconds: float = 10.0  # PDFBATCH_CALLBACK_TIMEOUT_SECONDS: connect and read, per POST
     limits: Limits = field(default_factory=Limits)
     users: UsersTable = field(default_factory=UsersTable)
 
@@ -142,6 +151,13 @@ class Settings:
             api_key_secret=e.get("PDFBATCH_API_KEY_SECRET", ""),
             secrets_max_age=_int(e, "PDFBATCH_SECRETS_MAX_AGE", 300),
             match_policy=_choice(e, "PDFBATCH_MATCH_POLICY", MATCH_POLICIES),
+            callback_secret=e.get("PDFBATCH_CALLBACK_SECRET", ""),
+            callback_allow=e.get("PDFBATCH_CALLBACK_ALLOW", ""),
+            callback_allow_http=_bool(e, "PDFBATCH_CALLBACK_ALLOW_HTTP"),
+            callback_attempts=max(1, _int(e, "PDFBATCH_CALLBACK_ATTEMPTS", 8)),
+            callback_retry_base_seconds=_int(e, "PDFBATCH_CALLBACK_RETRY_BASE_SECONDS", 30),
+            callback_retry_max_seconds=_int(e, "PDFBATCH_CALLBACK_RETRY_MAX_SECONDS", 3600),
+            callback_timeout_seconds=_float(e, "PDFBATCH_CALLBACK_TIMEOUT_SECONDS", 10.0),
             limits=limits,
             users=users,
         )
@@ -158,7 +174,11 @@ class Settings:
                 raise ConfigError(f"{env_names.get(name, name)} is not set")
 
     def with_secrets(
-        self, mysql: Any = None, redis_url: str | None = None, api_key: str | None = None
+        self,
+        mysql: Any = None,
+        redis_url: str | None = None,
+        api_key: str | None = None,
+        callback_key: str | None = None,
     ) -> Settings:
         """These settings completed with the values read from their secrets (None: not read).
 
@@ -174,6 +194,8 @@ class Settings:
             changes["redis_url"] = redis_url
         if api_key is not None:
             changes["api_key"] = api_key
+        if callback_key is not None:
+            changes["callback_key"] = callback_key
         return replace(self, **changes) if changes else self
 
     def pdf_url(self, key: str) -> str:
@@ -259,6 +281,15 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
     if value <= 0:
         raise ConfigError(f"{name} must be positive")
     return value
+
+
+def _bool(env: Mapping[str, str], name: str) -> bool:
+    raw = (env.get(name) or "").strip().lower()
+    if raw in ("", "0", "false", "no"):
+        return False
+    if raw in ("1", "true", "yes"):
+        return True
+    raise ConfigError(f"{name} must be true or false, got {env.get(name)!r}")
 
 
 def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:

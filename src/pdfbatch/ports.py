@@ -395,3 +395,49 @@ class DeadLetters(Protocol):
     def delete(self, letters: Sequence[DeadLetter]) -> None:
         """Delete received messages."""
         ...
+
+
+@dataclass(frozen=True)
+class CallbackAttempt:
+    """One POST of a batch's callback (never its URL or body): who, which try, when, what came back."""
+
+    batch_id: str
+    delivery_id: str  # the same on every retry of one delivery; a replay is a new delivery
+    attempt: int  # 1, 2, ...: the SQS receive of that delivery's message
+    kind: str  # "first" (the batch's completion) or "replay" (`pdfbatch callbacks --replay`)
+    started_at: float
+    duration_ms: int | None  # None: in flight, or its deliverer died before recording the answer
+    http_status: int | None
+    error: str | None  # "http_503", "timeout", "ConnectionRefusedError", "blocked_address", ...
+
+
+class CallbackLog(Protocol):
+    """Where a batch's callback URL is kept and every delivery attempt recorded (MySQL)."""
+
+    def set_url(self, batch_id: str, url: str, created_at: float) -> None:
+        """Store the batch's callback URL (first one kept)."""
+        ...
+
+    def url_of(self, batch_id: str) -> str | None:
+        """The batch's callback URL, or None."""
+        ...
+
+    def begin_attempt(
+        self, batch_id: str, delivery_id: str, attempt: int, kind: str, started_at: float
+    ) -> bool:
+        """Record an attempt as started; False when that (delivery, attempt) is recorded already."""
+        ...
+
+    def finish_attempt(
+        self, delivery_id: str, attempt: int, http_status: int | None, error: str | None, duration_ms: int
+    ) -> None:
+        """Record what an attempt got."""
+        ...
+
+    def delivered(self, delivery_id: str) -> bool:
+        """Whether an attempt of this delivery got a 2xx."""
+        ...
+
+    def attempts(self, batch_id: str) -> list[CallbackAttempt]:
+        """Every attempt of the batch's deliveries, oldest first."""
+        ...

@@ -85,6 +85,29 @@ SCHEMA = (
       UNIQUE KEY by_batch (batch_id)
     ) ENGINE=InnoDB DEFAULT CHARSET=ascii COLLATE=ascii_bin
     """,
+    # Issue 13, signed callbacks (adapters/mysql_callbacks.py): a batch's callback URL, and every
+    # delivery attempt (never the URL's query or the body: those stay in the URL row and in S3).
+    """
+    CREATE TABLE IF NOT EXISTS pdfbatch_callbacks (
+      batch_id CHAR(32) NOT NULL PRIMARY KEY,
+      url VARCHAR(2048) NOT NULL,
+      created_at DOUBLE NOT NULL
+    ) ENGINE=InnoDB DEFAULT CHARSET=ascii COLLATE=ascii_bin
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS pdfbatch_callback_attempts (
+      delivery_id CHAR(32) NOT NULL,
+      attempt INT NOT NULL,
+      batch_id CHAR(32) NOT NULL,
+      kind VARCHAR(8) NOT NULL,
+      started_at DOUBLE NOT NULL,
+      duration_ms INT NULL,
+      http_status INT NULL,
+      error VARCHAR(64) NULL,
+      PRIMARY KEY (delivery_id, attempt),
+      KEY by_batch (batch_id, started_at)
+    ) ENGINE=InnoDB DEFAULT CHARSET=ascii COLLATE=ascii_bin
+    """,
 )
 
 # Columns added after the first release: (table, column, definition), added by ensure_schema when missing.

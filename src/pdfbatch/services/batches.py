@@ -102,13 +102,23 @@ def _revive(deps: Deps, batch: BatchRow) -> BatchRow:
     return deps.ledger.get_batch(batch.batch_id) or batch
 
 
-def create_batch(deps: Deps) -> dict[str, Any]:
-    """POST /batches: a new batch id and a presigned POST that uploads its ZIP."""
+def create_batch(deps: Deps, callback_url: str | None = None) -> dict[str, Any]:
+    """POST /batches: a new batch id and a presigned POST that uploads its ZIP.
+
+    ``callback_url`` (optional) is checked before anything is written (InvalidInput: nothing created)
+    and kept for the batch: its summary is POSTed there, signed, once it ends (services/callbacks.py).
+    """
     s = deps.settings
+    if callback_url is not None:
+        from pdfbatch.services import callbacks
+
+        callbacks.check(s, callback_url)
     batch_id = new_batch_id()
     key = upload_key(batch_id)
     now = deps.clock()
     deps.ledger.create_batch(batch_id, s.bucket, key, "api", BatchStatus.PENDING)
+    if callback_url is not None:
+        callbacks.register(deps, batch_id, callback_url)
     deps.progress.init_batch(batch_id, BatchStatus.PENDING, None, now)
     upload = deps.store.presigned_post(s.bucket, key, s.upload_max_bytes, s.upload_url_expires_seconds)
     logger.info("batch created", extra={"batch_id": batch_id})

@@ -1,0 +1,87 @@
+"""One callback POST, to an address checked beforehand: no second DNS lookup, no redirect followed.
+
+http.client over a socket connected to ``Target.addresses`` (checked by callbacks.check_url): the
+name is only sent (Host header, TLS SNI and certificate check), never resolved again, so a DNS answer
+that changes between the check and the connection (rebinding) cannot send the request inside.
+Standard library only: the deliver_callbacks function's cold start stays that of its other imports.
+"""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import ssl
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from pdfbatch.callbacks import Target
+
+
+@dataclass(frozen=True)
+class PostResult:
+    """What one attempt got: an HTTP status, or the class of error that stopped it; and how long it took."""
+
+    status: int | None
+    error: str | None
+    duration_ms: int
+
+    @property
+    def delivered(self) -> bool:
+        """2xx: the receiver took it (a 3xx is not followed and counts as a failure)."""
+        return self.status is not None and 200 <= self.status < 300
+
+
+class _PinnedHTTP(http.client.HTTPConnection):
+    def __init__(self, target: Target, address: str, timeout: float) -> None:
+        super().__init__(target.host, target.port, timeout=timeout)
+        self._address = address
+
+    def connect(self) -> None:
+        self.sock = socket.create_connection((self._address, self.port), self.timeout)
+
+
+class _PinnedHTTPS(http.client.HTTPSConnection):
+    def __init__(self, target: Target, address: str, timeout: float, context: ssl.SSLContext) -> None:
+        super().__init__(target.host, target.port, timeout=timeout, context=context)
+        self._address = address
+        self._tls = context
+
+    def connect(self) -> None:
+        raw = socket.create_connection((self._address, self.port), self.timeout)
+        # SNI and the certificate check use the name; the socket is already on the checked address.
+        self.sock = self._tls.wrap_socket(raw, server_hostname=self.host)
+
+
+def post(
+    target: Target,
+    body: bytes,
+    headers: dict[str, str],
+    timeout: float = 10.0,
+    context: ssl.SSLContext | None = None,
+) -> PostResult:
+    """POST ``body`` to ``target`` at its first checked address; never raises for a network failure."""
+    started = time.monotonic()
+    address = target.addresses[0]
+    conn: Any
+    if target.scheme == "https":
+        conn = _PinnedHTTPS(target, address, timeout, context or ssl.create_default_context())
+    else:
+        conn = _PinnedHTTP(target, address, timeout)
+    sent = {**headers, "Content-Type": "application/json", "Content-Length": str(len(body))}
+    sent.setdefault("User-Agent", "pdfbatch-callbacks/1")
+    try:
+        conn.request("POST", target.path, body=body, headers=sent)
+        response = conn.getresponse()
+        response.read(64 * 1024)  # drain a little so the connection closes cleanly; the body is not kept
+        status: int | None = response.status
+        error = None if 200 <= response.status < 300 else f"http_{response.status}"
+    except TimeoutError:
+        status, error = None, "timeout"
+    except ssl.SSLError as exc:
+        status, error = None, f"tls:{type(exc).__name__}"
+    except (OSError, http.client.HTTPException) as exc:
+        status, error = None, type(exc).__name__
+    finally:
+        conn.close()
+    return PostResult(status, error, int((time.monotonic() - started) * 1000))

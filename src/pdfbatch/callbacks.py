@@ -1,0 +1,299 @@
+"""Signed callbacks: the signature scheme, the receivers' verifier, and which URLs may be called.
+
+Standard library only: a receiver can copy this file, or ``pip install pdfbatch`` and call
+``pdfbatch.callbacks.verify``.
+
+Signature (like Stripe's): each POST carries
+
+    Pdfbatch-Signature: t=<unix seconds>,v1=<hex hmac_sha256(secret, f"{t}." + body)>
+    Pdfbatch-Delivery: <32 hex characters, the same on every retry of one delivery>
+
+The body is the batch's summary.json, byte for byte. A receiver checks the signature over the raw
+body (``verify``: constant-time, and ``t`` within ``tolerance`` seconds of now, 300 by default, in the
+past or the future), then remembers the delivery id (a retry of a delivery it processed: answer 2xx,
+do nothing) and the ``v1`` value for the tolerance window (the same signature twice is a replay).
+
+A callback URL is refused unless it is https (http only where the deployment allows it: local tests),
+names no user or password, and its host is neither a literal nor a name resolving to an address that is
+private, loopback, link-local, multicast, reserved, shared (CGNAT) or unspecified, IPv4 or IPv6,
+including IPv4 inside IPv6 (mapped, 6to4, NAT64). An explicit allow-list (PDFBATCH_CALLBACK_ALLOW:
+hosts and CIDRs) lifts that for local testing. The check runs when the batch is created and again at
+every delivery, which then connects to the address it checked (adapters/webhook.py): no second lookup.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+SIGNATURE_HEADER = "Pdfbatch-Signature"
+DELIVERY_HEADER = "Pdfbatch-Delivery"
+DEFAULT_TOLERANCE = 300
+MAX_URL_LENGTH = 2048
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+Resolver = Callable[[str, int], Sequence[str]]
+
+
+class SignatureError(ValueError):
+    """The signature header is missing, malformed, stale, from the future, or does not match the body."""
+
+
+class CallbackUrlError(ValueError):
+    """A callback URL pdfbatch will not call; the message says why (never echoes the query string)."""
+
+
+# --- signing and verifying ------------------------------------------------------------------------
+
+
+def _key(secret: str | bytes) -> bytes:
+    return secret.encode("utf-8") if isinstance(secret, str) else secret
+
+
+def signature(secret: str | bytes, timestamp: int, body: bytes) -> str:
+    """hex(HMAC-SHA256(secret, f"{timestamp}." + body))."""
+    return hmac.new(_key(secret), f"{timestamp}.".encode("ascii") + body, hashlib.sha256).hexdigest()
+
+
+def sign(secret: str | bytes, body: bytes, timestamp: int | None = None) -> str:
+    """The Pdfbatch-Signature header value for ``body`` at ``timestamp`` (default: now)."""
+    t = int(time.time()) if timestamp is None else int(timestamp)
+    return f"t={t},v1={signature(secret, t, body)}"
+
+
+def verify(
+    secret: str | bytes,
+    header: str | None,
+    body: bytes,
+    tolerance: int = DEFAULT_TOLERANCE,
+    now: float | None = None,
+) -> int:
+    """Check a Pdfbatch-Signature header against the raw body; return its timestamp.
+
+    Raises SignatureError when the header is missing or malformed, when its timestamp is more than
+    ``tolerance`` seconds from ``now`` (either way), or when no ``v1`` matches (compared in constant
+    time). Several ``v1`` entries may be present (a secret being rotated): one match is enough.
+    """
+    if not header:
+        raise SignatureError("no signature header")
+    timestamp: int | None = None
+    candidates: list[str] = []
+    for part in header.split(","):
+        name, sep, value = part.strip().partition("=")
+        if not sep:
+            raise SignatureError("malformed signature header")
+        if name == "t":
+            if timestamp is not None or not value.isascii() or not value.isdigit() or len(value) > 12:
+                raise SignatureError("malformed timestamp")
+            timestamp = int(value)
+        elif name == "v1":
+            candidates.append(value)
+    if timestamp is None or not candidates:
+        raise SignatureError("the header needs t= and v1=")
+    current = time.time() if now is None else now
+    if abs(current - timestamp) > tolerance:
+        raise SignatureError("timestamp outside the tolerance")
+    expected = signature(secret, timestamp, body)
+    if not any(
+        hmac.compare_digest(expected.encode("ascii"), c.encode("utf-8", "replace")) for c in candidates
+    ):
+        raise SignatureError("signature does not match")
+    return timestamp
+
+
+# --- which URLs may be called ---------------------------------------------------------------------
+
+# IPv6 prefixes that carry an IPv4 address a gateway would reach: NAT64 (well-known and local-use).
+_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+# IANA's special-purpose ranges that are not globally reachable, written out rather than left to
+# ipaddress.is_global alone: its tables differ between Python versions (3.11 calls 192.0.0.8 global).
+_NOT_GLOBAL = tuple(
+    ipaddress.ip_network(n)
+    for n in (
+        "0.0.0.0/8",
+        "10.0.0.0/8",
+        "100.64.0.0/10",  # carrier-grade NAT (shared address space)
+        "127.0.0.0/8",
+        "169.254.0.0/16",
+        "172.16.0.0/12",
+        "192.0.0.0/24",
+        "192.0.2.0/24",
+        "192.88.99.0/24",
+        "192.168.0.0/16",
+        "198.18.0.0/15",
+        "198.51.100.0/24",
+        "203.0.113.0/24",
+        "224.0.0.0/4",
+        "240.0.0.0/4",
+        "::/128",
+        "::1/128",
+        "64:ff9b:1::/48",
+        "100::/64",
+        "2001::/23",  # IETF protocol assignments, Teredo among them
+        "2001:db8::/32",
+        "3fff::/20",
+        "5f00::/16",
+        "fc00::/7",
+        "fe80::/10",
+        "fec0::/10",
+        "ff00::/8",
+    )
+)
+
+
+def embedded_ipv4(address: Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address carries (mapped, 6to4, NAT64, IPv4-compatible), or None."""
+    if isinstance(address, ipaddress.IPv4Address):
+        return None
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if any(address in net for net in _NAT64) or (int(address) >> 32 == 0 and int(address) > 1):
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)  # NAT64, or ::a.b.c.d (compatible)
+    return None
+
+
+def is_public(address: Address) -> bool:
+    """True only for a globally routable unicast address (and whatever IPv4 address it carries)."""
+    inner = embedded_ipv4(address)
+    if inner is not None and not is_public(inner):
+        return False
+    if any(address in net for net in _NOT_GLOBAL if net.version == address.version):
+        return False
+    return not (
+        address.is_private
+        or address.is_loopback
+        or address.is_link_local
+        or address.is_multicast
+        or address.is_reserved
+        or address.is_unspecified
+        or (isinstance(address, ipaddress.IPv6Address) and address.is_site_local)
+        or not address.is_global
+    )
+
+
+@dataclass(frozen=True)
+class AllowList:
+    """Hosts and networks a callback may reach although they are not public (local testing only)."""
+
+    hosts: frozenset[str] = frozenset()
+    networks: tuple[Network, ...] = ()
+
+    @classmethod
+    def parse(cls, text: str) -> AllowList:
+        """``"127.0.0.1/32, ::1, receiver.test"``: CIDRs, addresses and host names, comma-separated."""
+        hosts: set[str] = set()
+        networks: list[Network] = []
+        for item in (i.strip() for i in text.split(",")):
+            if not item:
+                continue
+            try:
+                networks.append(ipaddress.ip_network(item, strict=False))
+            except ValueError:
+                hosts.add(item.lower().rstrip("."))
+        return cls(frozenset(hosts), tuple(networks))
+
+    def allows(self, host: str, address: Address) -> bool:
+        """Whether ``address`` (of ``host``) is allowed although not public."""
+        return host in self.hosts or any(address in n for n in self.networks)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A checked callback URL: where to connect (the checked addresses) and what to ask for."""
+
+    scheme: str
+    host: str  # lowercased, no brackets; sent as Host and TLS SNI
+    port: int
+    path: str  # path and query, what goes on the request line
+    addresses: tuple[str, ...]  # every address the host resolved to, all checked; connect to these only
+
+    @property
+    def origin(self) -> str:
+        """scheme://host[:port], without path or query: what logs may name."""
+        default = 443 if self.scheme == "https" else 80
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}" + ("" if self.port == default else f":{self.port}")
+
+
+def resolve(host: str, port: int) -> list[str]:
+    """Every address ``host`` resolves to (TCP), as getaddrinfo answers; [] when it does not resolve."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        return []
+    out: list[str] = []
+    for info in infos:
+        addr = str(info[4][0]).split("%", 1)[0]  # a scope id (fe80::1%eth0) is not part of the address
+        if addr not in out:
+            out.append(addr)
+    return out
+
+
+def parse_url(url: str, allow_http: bool = False) -> tuple[str, str, int, str]:
+    """(scheme, host, port, path and query) of a callback URL, or CallbackUrlError saying why not."""
+    if not isinstance(url, str) or not url or len(url) > MAX_URL_LENGTH:
+        raise CallbackUrlError(f"callbackUrl must be a URL of at most {MAX_URL_LENGTH} characters")
+    if not url.isascii() or any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
+        raise CallbackUrlError("callbackUrl must be ASCII without spaces or control characters")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise CallbackUrlError("callbackUrl is not a valid URL") from exc
+    scheme = parts.scheme.lower()
+    if scheme != "https" and not (allow_http and scheme == "http"):
+        raise CallbackUrlError("callbackUrl must be https" + (" or http" if allow_http else ""))
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        raise CallbackUrlError("callbackUrl must not hold a user or password")
+    host = (parts.hostname or "").rstrip(".")
+    if not host:
+        raise CallbackUrlError("callbackUrl has no host")
+    if port == 0:
+        raise CallbackUrlError("callbackUrl has no usable port")
+    path = parts.path or "/"
+    if parts.query:
+        path += "?" + parts.query
+    return scheme, host, port or (443 if scheme == "https" else 80), path
+
+
+def check_url(
+    url: str,
+    *,
+    allow_http: bool = False,
+    allow: AllowList | None = None,
+    resolver: Resolver = resolve,
+) -> Target:
+    """The Target of ``url`` if pdfbatch may call it: scheme, no credentials, every address public.
+
+    The host is resolved once here; every address it resolves to must pass (one private address
+    refuses the URL: a name that also points inside is a way in). A literal address is its own answer.
+    """
+    scheme, host, port, path = parse_url(url, allow_http)
+    allowed = allow or AllowList()
+    try:
+        literal: Address | None = ipaddress.ip_address(host)
+    except ValueError:
+        literal = None
+    addresses = [str(literal)] if literal is not None else list(resolver(host, port))
+    if not addresses:
+        raise CallbackUrlError("callbackUrl's host does not resolve")
+    for text in addresses:
+        try:
+            address = ipaddress.ip_address(text)
+        except ValueError as exc:
+            raise CallbackUrlError("callbackUrl's host resolved to something that is not an address") from exc
+        if not is_public(address) and not allowed.allows(host, address):
+            raise CallbackUrlError(
+                "callbackUrl's host is (or resolves to) a private, loopback, link-local, multicast or "
+                "reserved address"
+            )
+    return Target(scheme, host, port, path, tuple(addresses))

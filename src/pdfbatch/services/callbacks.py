@@ -1,0 +1,269 @@
+"""Signed callbacks: a batch's callbackUrl kept at creation, its summary POSTed once it ends, retried.
+
+How a delivery travels (docs/ARCHITECTURE.md):
+1. ``POST /batches`` with ``callbackUrl``: ``register`` checks the URL (pdfbatch.callbacks.check_url)
+   and keeps it (``CallbackLog.set_url``).
+2. The batch ends: ``tally.announce`` writes reports/{id}/summary.json, then puts the completion event.
+   An EventBridge rule sends every pdfbatch completion event to the callback queue, so the functions
+   that finish batches need no right or code for callbacks: the event is the enqueue.
+3. deliver_callbacks reads each message (``parse_message``): an event is the batch's first delivery,
+   its id derived from (batchId, completedAt), so a duplicate event is the same delivery; a replay
+   (``pdfbatch callbacks BATCH --replay``) carries a fresh id.
+4. ``deliver``: the URL is checked again (resolved, every address checked), the summary read from S3
+   and POSTed, signed, to the checked address. Every attempt is recorded first (``begin_attempt``,
+   one row per delivery and SQS receive: a duplicate message finds its row taken and does nothing),
+   then its answer. A failure hides the message for ``retry_delay`` and fails it; after
+   PDFBATCH_CALLBACK_ATTEMPTS receives SQS moves it to the callback DLQ (replay it once fixed).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pdfbatch import callbacks, delivery
+from pdfbatch.adapters.webhook import PostResult
+from pdfbatch.config import Settings
+from pdfbatch.errors import ConfigError, InvalidInput, NotFound
+from pdfbatch.logs import logger
+from pdfbatch.model import FINAL_STATUSES, is_batch_id
+from pdfbatch.ports import BatchRow, CallbackLog
+from pdfbatch.services.deps import Deps, iso
+
+FIRST, REPLAY = "first", "replay"
+Post = Callable[[callbacks.Target, bytes, dict[str, str], float], PostResult]
+
+
+class DeliveryFailed(Exception):
+    """This attempt did not get a 2xx: the message goes back to the queue (or, at the last, to the DLQ)."""
+
+    def __init__(self, error: str | None) -> None:
+        super().__init__(error or "failed")
+        self.error = error
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One delivery of a batch's summary: the same id on every retry of it."""
+
+    batch_id: str
+    delivery_id: str
+    kind: str  # FIRST or REPLAY
+
+
+@functools.cache
+def _allow_list(text: str) -> callbacks.AllowList:
+    return callbacks.AllowList.parse(text)
+
+
+def check(settings: Settings, url: str, resolver: callbacks.Resolver = callbacks.resolve) -> callbacks.Target:
+    """The URL's Target if the settings let pdfbatch call it; InvalidInput saying why not."""
+    try:
+        return callbacks.check_url(
+            url,
+            allow_http=settings.callback_allow_http,
+            allow=_allow_list(settings.callback_allow),
+            resolver=resolver,
+        )
+    except callbacks.CallbackUrlError as exc:
+        raise InvalidInput(str(exc)) from exc
+
+
+def register(deps: Deps, batch_id: str, url: str) -> None:
+    """Keep a new batch's callback URL (POST /batches, once ``check`` accepted it)."""
+    if deps.callbacks is None:
+        raise ConfigError("callbacks are not configured here")
+    deps.callbacks.set_url(batch_id, url, deps.clock())
+
+
+def callback_url(deps: Deps, batch: BatchRow) -> str | None:
+    """Where a batch's summary goes: the callbackUrl it was created with.
+
+    The hook for a tenant's default callback URL (issue 13, tenant keys): when the batch has none, look
+    up its tenant's default here, so deliveries, replays and `pdfbatch callbacks` all follow it.
+    """
+    return deps.callbacks.url_of(batch.batch_id) if deps.callbacks is not None else None
+
+
+def delivery_id_of(batch_id: str, completed_at: Any) -> str:
+    """A completion's delivery id: the same for every copy of its event, another for a later completion."""
+    return hashlib.sha256(f"{batch_id}\x00{completed_at}".encode()).hexdigest()[:32]
+
+
+def parse_message(body: str) -> Delivery:
+    """A callback queue message: a completion event (EventBridge) or a replay; InvalidInput otherwise."""
+    try:
+        data = json.loads(body)
+    except ValueError as exc:
+        raise InvalidInput("not JSON") from exc
+    if not isinstance(data, dict):
+        raise InvalidInput("not a JSON object")
+    detail = data.get("detail")
+    if data.get("source") == delivery.EVENT_SOURCE and isinstance(detail, dict):
+        batch_id = detail.get("batchId")
+        if not isinstance(batch_id, str) or not is_batch_id(batch_id):
+            raise InvalidInput("event without a batch id")
+        return Delivery(batch_id, delivery_id_of(batch_id, detail.get("completedAt")), FIRST)
+    batch_id, delivery_id = data.get("batchId"), data.get("deliveryId")
+    if not (isinstance(batch_id, str) and is_batch_id(batch_id)):
+        raise InvalidInput("message without a batch id")
+    if not (isinstance(delivery_id, str) and is_batch_id(delivery_id)):
+        raise InvalidInput("message without a delivery id")
+    return Delivery(batch_id, delivery_id, REPLAY)
+
+
+def retry_delay(settings: Settings, attempt: int) -> int:
+    """Seconds before the next attempt: base * 2^(attempt-1), capped."""
+    base, most = settings.callback_retry_base_seconds, settings.callback_retry_max_seconds
+    return int(min(most, base * 2 ** min(max(attempt - 1, 0), 30)))
+
+
+def deliver(
+    deps: Deps,
+    message: Delivery,
+    attempt: int,
+    receipt_handle: str | None,
+    post: Post | None = None,
+    resolver: callbacks.Resolver = callbacks.resolve,
+) -> str:
+    """One attempt of a delivery; returns what happened, raises DeliveryFailed after backing it off.
+
+    "delivered", or nothing to do: "no_batch" (not this deployment's, or not final), "no_callback",
+    "already_delivered" (a 2xx is recorded for this delivery), "duplicate" (this attempt is
+    recorded already: another copy of the message has it).
+    """
+    log = _log(deps)
+    s = deps.settings
+    batch = deps.ledger.get_batch(message.batch_id)
+    if batch is None or batch.status not in FINAL_STATUSES:
+        return "no_batch"
+    url = callback_url(deps, batch)
+    if url is None:
+        return "no_callback"
+    if not s.callback_key:
+        raise ConfigError("PDFBATCH_CALLBACK_SECRET is not set (the signing secret)")
+    if log.delivered(message.delivery_id):
+        return "already_delivered"
+    if not log.begin_attempt(message.batch_id, message.delivery_id, attempt, message.kind, deps.clock()):
+        return "duplicate"
+    started = time.monotonic()
+    try:
+        result = _attempt(deps, message, url, post, resolver)
+    except Exception as exc:
+        # S3 down, say: recorded as this attempt's error, then SQS retries the message as it is.
+        log.finish_attempt(
+            message.delivery_id,
+            attempt,
+            None,
+            type(exc).__name__[:64],
+            int((time.monotonic() - started) * 1000),
+        )
+        raise
+    log.finish_attempt(message.delivery_id, attempt, result.status, result.error, result.duration_ms)
+    extra = {
+        "delivery_id": message.delivery_id,
+        "attempt": attempt,
+        "kind": message.kind,
+        "http_status": result.status,
+        "error": result.error,
+        "duration_ms": result.duration_ms,
+    }
+    if result.delivered:
+        logger.info("callback delivered", extra=extra)
+        return "delivered"
+    if attempt < s.callback_attempts and receipt_handle is not None:
+        delay = retry_delay(s, attempt)
+        _back_off(deps, receipt_handle, delay)
+        logger.warning("callback failed; retried later", extra={**extra, "retry_in": delay})
+    else:
+        logger.error("callback failed on its last attempt; its message goes to the DLQ", extra=extra)
+    raise DeliveryFailed(result.error)
+
+
+def _attempt(
+    deps: Deps, message: Delivery, url: str, post: Post | None, resolver: callbacks.Resolver
+) -> PostResult:
+    """Check the URL again, read the summary, sign it and POST it to the checked address."""
+    s = deps.settings
+    started = time.monotonic()
+    try:
+        target = check(s, url, resolver)
+    except InvalidInput:
+        return PostResult(None, "blocked_address", int((time.monotonic() - started) * 1000))
+    body = deps.store.get_bytes(s.bucket, delivery.report_keys(message.batch_id)["summary"])
+    headers = {
+        callbacks.SIGNATURE_HEADER: callbacks.sign(s.callback_key, body, int(deps.clock())),
+        callbacks.DELIVERY_HEADER: message.delivery_id,
+    }
+    if post is None:
+        from pdfbatch.adapters.webhook import post as http_post
+
+        post = http_post
+    return post(target, body, headers, s.callback_timeout_seconds)
+
+
+def _back_off(deps: Deps, receipt_handle: str, delay: int) -> None:
+    if deps.queue is None:
+        raise ConfigError("PDFBATCH_QUEUE_URL (the callback queue) is not set")
+    deps.queue.change_visibility(receipt_handle, delay)
+
+
+def _log(deps: Deps) -> CallbackLog:
+    if deps.callbacks is None:
+        raise ConfigError("callbacks are not configured here")
+    return deps.callbacks
+
+
+def replay(deps: Deps, batch_id: str, send: Callable[[Mapping[str, Any]], None]) -> str:
+    """Queue a new delivery of a final batch's summary (new delivery id, same body); return its id."""
+    batch = deps.ledger.get_batch(batch_id) if is_batch_id(batch_id) else None
+    if batch is None:
+        raise NotFound("no such batch")
+    if batch.status not in FINAL_STATUSES or batch.announced_at is None:
+        raise InvalidInput(f"batch {batch_id} has no summary to send yet (it is {batch.status})")
+    if callback_url(deps, batch) is None:
+        raise InvalidInput(f"batch {batch_id} has no callbackUrl")
+    delivery_id = secrets.token_hex(16)
+    send({"batchId": batch_id, "deliveryId": delivery_id, "kind": REPLAY})
+    logger.info("callback replay queued", extra={"batch_id": batch_id, "delivery_id": delivery_id})
+    return delivery_id
+
+
+def attempts(deps: Deps, batch_id: str) -> dict[str, Any]:
+    """`pdfbatch callbacks BATCH`: the batch's callback origin (no path or query) and every attempt."""
+    batch = deps.ledger.get_batch(batch_id) if is_batch_id(batch_id) else None
+    if batch is None:
+        raise NotFound("no such batch")
+    url = callback_url(deps, batch)
+    origin = None
+    if url is not None:
+        try:
+            scheme, host, port, _ = callbacks.parse_url(url, allow_http=True)
+            origin = callbacks.Target(scheme, host, port, "/", ()).origin
+        except callbacks.CallbackUrlError:
+            origin = None
+    rows = _log(deps).attempts(batch_id)
+    return {
+        "batchId": batch_id,
+        "status": batch.status,
+        "callback": origin,
+        "delivered": any(a.http_status is not None and 200 <= a.http_status < 300 for a in rows),
+        "attempts": [
+            {
+                "deliveryId": a.delivery_id,
+                "kind": a.kind,
+                "attempt": a.attempt,
+                "at": iso(a.started_at),
+                "httpStatus": a.http_status,
+                "error": a.error if a.duration_ms is not None else "in_flight_or_died",
+                "durationMs": a.duration_ms,
+            }
+            for a in rows
+        ],
+    }

@@ -1,0 +1,242 @@
+"""Signed callbacks on real services: the attempts table on MariaDB, and the deliverer's POSTs to a real
+HTTP server on 127.0.0.1 that answers 503, then is down (connection refused), then takes the delivery."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from fixtures import pdfs
+from fixtures.pipeline import drain, upload
+from fixtures.zips import zipfile_zip as make_zip
+from pdfbatch import callbacks, delivery
+from pdfbatch.adapters.mysql import MysqlClient
+from pdfbatch.adapters.mysql_callbacks import MysqlCallbackLog
+from pdfbatch.adapters.webhook import post
+from pdfbatch.services import Deps, batches, staging
+from pdfbatch.services import callbacks as service
+
+SECRET = "integration-secret"
+
+
+class Server:
+    """A receiver on 127.0.0.1:``port`` that verifies each signature and answers from a script."""
+
+    def __init__(self, port: int, answers: list[int]) -> None:
+        self.answers = answers
+        self.got: list[dict[str, Any]] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                ok = True
+                try:
+                    callbacks.verify(SECRET, self.headers.get(callbacks.SIGNATURE_HEADER), body)
+                except callbacks.SignatureError:
+                    ok = False
+                outer.got.append(
+                    {
+                        "path": self.path,
+                        "host": self.headers["Host"],
+                        "delivery": self.headers.get(callbacks.DELIVERY_HEADER),
+                        "body": body,
+                        "verified": ok,
+                    }
+                )
+                status = outer.answers.pop(0) if outer.answers else 200
+                self.send_response(status if ok else 400)
+                if 300 <= status < 400:
+                    self.send_header("Location", f"http://127.0.0.1:{port}/elsewhere")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = http.server.HTTPServer(("127.0.0.1", port), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> Server:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture()
+def cb_deps(deps: Deps) -> Iterator[Deps]:
+    """The integration deps (MariaDB ledger, moto S3) with the MariaDB callback log and local settings."""
+    log = MysqlCallbackLog(MysqlClient.from_url(deps.settings.mysql_url))
+    s = replace(
+        deps.settings,
+        callback_allow="127.0.0.1/32",
+        callback_allow_http=True,
+        callback_key=SECRET,
+        callback_attempts=5,
+        callback_retry_base_seconds=1,
+        callback_timeout_seconds=3,
+    )
+
+    class Visibility:
+        def __init__(self, work: Any) -> None:
+            self.delays: list[int] = []
+            self.work = work
+
+        def send_tasks(self, tasks: Any) -> None:
+            raise AssertionError("never sends")
+
+        def change_visibility(self, receipt_handle: str, delay_seconds: int) -> None:
+            self.delays.append(delay_seconds)
+
+    yield replace(deps, settings=s, callbacks=log, queue=Visibility(deps.queue))
+    log.client.close()
+
+
+def test_the_attempts_table_keeps_one_row_per_attempt_and_the_first_url(cb_deps: Deps) -> None:
+    log = cb_deps.callbacks
+    assert log is not None
+    batch_id, delivery_id = batches.new_batch_id(), batches.new_batch_id()
+    log.set_url(batch_id, "https://one.example/h?q=1", 1.0)
+    log.set_url(batch_id, "https://two.example/", 2.0)
+    assert log.url_of(batch_id) == "https://one.example/h?q=1"
+    assert log.begin_attempt(batch_id, delivery_id, 1, "first", 10.0)
+    assert not log.begin_attempt(batch_id, delivery_id, 1, "first", 11.0)  # a duplicate message's try
+    log.finish_attempt(delivery_id, 1, 503, "http_503", 12)
+    log.finish_attempt(delivery_id, 1, 200, None, 1)  # only an attempt in flight is written
+    assert not log.delivered(delivery_id)
+    assert log.begin_attempt(batch_id, delivery_id, 2, "first", 20.0)
+    log.finish_attempt(delivery_id, 2, 204, None, 7)
+    assert log.delivered(delivery_id)
+    rows = log.attempts(batch_id)
+    assert [(r.attempt, r.http_status, r.error, r.duration_ms) for r in rows] == [
+        (1, 503, "http_503", 12),
+        (2, 204, None, 7),
+    ]
+
+
+def test_consumers_racing_for_one_attempt_on_separate_connections_record_it_once(cb_deps: Deps) -> None:
+    batch_id, delivery_id = batches.new_batch_id(), batches.new_batch_id()
+    logs = [MysqlCallbackLog(MysqlClient.from_url(cb_deps.settings.mysql_url)) for _ in range(6)]
+    try:
+        with ThreadPoolExecutor(6) as pool:
+            won = list(pool.map(lambda lg: lg.begin_attempt(batch_id, delivery_id, 1, "first", 1.0), logs))
+    finally:
+        for lg in logs:
+            lg.client.close()
+    assert won.count(True) == 1
+
+
+def _finished_batch(deps: Deps, url: str) -> tuple[str, service.Delivery]:
+    queue: Any = deps.queue
+    deps = replace(deps, queue=queue.work)  # the pipeline runs on the work queue
+    created = batches.create_batch(deps, url)
+    data = make_zip([("cv.pdf", pdfs.text_pdf(["no address"])), ("n.txt", b"x")])
+    staging.stage_zip(deps, upload(deps, data, key=created["key"]))
+    drain(deps)
+    batch = deps.ledger.get_batch(created["batchId"])
+    assert batch is not None and batch.status == "COMPLETED"
+    event = {"source": "pdfbatch", "detail": {"batchId": batch.batch_id, "completedAt": batch.completed_at}}
+    return batch.batch_id, service.parse_message(json.dumps(event))
+
+
+def test_a_receiver_down_for_the_first_attempts_gets_the_delivery_verified(cb_deps: Deps) -> None:
+    port = _free_port()
+    batch_id, message = _finished_batch(cb_deps, f"http://127.0.0.1:{port}/hook?token=t1")
+    summary = cb_deps.store.get_bytes(cb_deps.settings.bucket, delivery.report_keys(batch_id)["summary"])
+    # attempt 1: the server answers 503
+    with Server(port, [503]) as first:
+        with pytest.raises(service.DeliveryFailed, match="http_503"):
+            service.deliver(cb_deps, message, 1, "rh")
+    # attempt 2: nothing listens (connection refused)
+    with pytest.raises(service.DeliveryFailed, match="ConnectionRefusedError"):
+        service.deliver(cb_deps, message, 2, "rh")
+    # attempt 3: up again, takes it
+    with Server(port, [200]) as up:
+        assert service.deliver(cb_deps, message, 3, "rh") == "delivered"
+        # a fourth copy of the message changes nothing
+        assert service.deliver(cb_deps, message, 4, "rh") == "already_delivered"
+    got = first.got + up.got
+    assert [g["verified"] for g in got] == [True, True]
+    assert all(g["body"] == summary and g["path"] == "/hook?token=t1" for g in got)
+    assert {g["delivery"] for g in got} == {message.delivery_id}
+    queue: Any = cb_deps.queue
+    assert queue.delays[-2:] == [1, 2]
+    log = cb_deps.callbacks
+    assert log is not None
+    assert [(a.attempt, a.http_status, a.error) for a in log.attempts(batch_id)] == [
+        (1, 503, "http_503"),
+        (2, None, "ConnectionRefusedError"),
+        (3, 200, None),
+    ]
+    assert all(a.duration_ms is not None and a.duration_ms >= 0 for a in log.attempts(batch_id))
+
+
+def test_the_post_connects_to_the_checked_address_and_never_looks_the_name_up_again() -> None:
+    port = _free_port()
+    # "rebind.invalid" resolves nowhere: only the checked address can have been connected to
+    target = callbacks.Target("http", "rebind.invalid", port, "/in", ("127.0.0.1",))
+    with Server(port, [204]) as server:
+        headers = {callbacks.SIGNATURE_HEADER: callbacks.sign(SECRET, b"{}"), callbacks.DELIVERY_HEADER: "d"}
+        result = post(target, b"{}", headers, timeout=3)
+    assert result.status == 204 and result.delivered
+    assert server.got[0]["host"] == f"rebind.invalid:{port}"
+
+
+def test_a_redirect_is_not_followed_and_a_silent_server_times_out() -> None:
+    port = _free_port()
+    target = callbacks.Target("http", "127.0.0.1", port, "/", ("127.0.0.1",))
+    with Server(port, [302]) as server:
+        result = post(target, b"{}", {callbacks.SIGNATURE_HEADER: callbacks.sign(SECRET, b"{}")}, timeout=3)
+    assert (result.status, result.error, result.delivered) == (302, "http_302", False)
+    assert len(server.got) == 1
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(1)
+        quiet = callbacks.Target("http", "127.0.0.1", silent.getsockname()[1], "/", ("127.0.0.1",))
+        result = post(quiet, b"{}", {}, timeout=0.5)
+    assert result.status is None and result.error == "timeout"
+
+
+def test_the_fake_callback_log_matches_the_mysql_one(cb_deps: Deps) -> None:
+    from fakes import FakeCallbackLog
+
+    mysql, fake = cb_deps.callbacks, FakeCallbackLog()
+    assert mysql is not None
+    batch_id, d1, d2 = batches.new_batch_id(), batches.new_batch_id(), batches.new_batch_id()
+
+    def run(log: Any) -> list[Any]:
+        out: list[Any] = []
+        log.set_url(batch_id, "https://a.example/?x=1", 1.0)
+        log.set_url(batch_id, "https://b.example/", 2.0)
+        out.append(log.url_of(batch_id))
+        out.append(log.url_of("0" * 32))
+        out.append(log.begin_attempt(batch_id, d1, 1, "first", 10.0))
+        out.append(log.begin_attempt(batch_id, d1, 1, "first", 10.5))
+        log.finish_attempt(d1, 1, None, "timeout", 10_000)
+        log.finish_attempt(d1, 1, 200, None, 1)
+        out.append(log.begin_attempt(batch_id, d1, 2, "first", 20.0))
+        log.finish_attempt(d1, 2, 299, None, 3)
+        out.append(log.begin_attempt(batch_id, d2, 1, "replay", 30.0))  # left in flight
+        log.finish_attempt(d2, 7, 200, None, 3)  # no such attempt: nothing
+        out.append((log.delivered(d1), log.delivered(d2)))
+        out.append(log.attempts(batch_id))
+        return out
+
+    assert run(mysql) == run(fake)

@@ -1,0 +1,508 @@
+"""Signed callbacks (issue 13): the signature scheme attacked, the URL rule attacked, the deliverer on fakes.
+
+- verify() accepts exactly what sign() made: any changed byte of the body, another timestamp, another
+  secret, a stale or future timestamp, or a malformed header is refused (Hypothesis).
+- check_url() refuses every private, loopback, link-local, multicast, reserved, shared or unspecified
+  address, IPv4 or IPv6, bare or carried inside IPv6 (mapped, 6to4, NAT64, compatible), as a literal or
+  as any one of a name's addresses; the allow-list lifts exactly what it lists (Hypothesis).
+- deliver() records every attempt once, backs off, signs what receivers verify, and a duplicate message
+  changes nothing.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from fakes import FakeCallbackLog, FakeClock
+from fixtures import pdfs
+from fixtures.apigw import Context, api_event, load_handler
+from fixtures.pipeline import drain, upload
+from fixtures.zips import zipfile_zip as make_zip
+from pdfbatch import bootstrap, callbacks, delivery
+from pdfbatch.adapters.webhook import PostResult
+from pdfbatch.callbacks import AllowList, CallbackUrlError, SignatureError, check_url, sign, verify
+from pdfbatch.errors import InvalidInput
+from pdfbatch.services import Deps, staging
+from pdfbatch.services import callbacks as service
+
+SECRET = "whsec-test-0123456789"
+NOW = 1_700_000_000
+
+# --- the signature --------------------------------------------------------------------------------
+
+
+def test_a_signature_verifies_with_its_secret_and_body() -> None:
+    body = b'{"batchId": "x", "status": "COMPLETED"}'
+    header = sign(SECRET, body, NOW)
+    assert header.startswith(f"t={NOW},v1=")
+    assert verify(SECRET, header, body, now=NOW + 10) == NOW
+
+
+@settings(max_examples=300)
+@given(body=st.binary(min_size=1, max_size=300), data=st.data())
+def test_any_changed_byte_of_the_body_fails(body: bytes, data: st.DataObject) -> None:
+    header = sign(SECRET, body, NOW)
+    i = data.draw(st.integers(0, len(body) - 1))
+    flip = data.draw(st.integers(1, 255))
+    tampered = body[:i] + bytes([body[i] ^ flip]) + body[i + 1 :]
+    with pytest.raises(SignatureError):
+        verify(SECRET, header, tampered, now=NOW)
+    truncated_or_longer = data.draw(st.sampled_from([body[:-1], body + b" "]))
+    with pytest.raises(SignatureError):
+        verify(SECRET, header, truncated_or_longer, now=NOW)
+
+
+@settings(max_examples=200)
+@given(body=st.binary(max_size=200), other=st.text(min_size=1, max_size=40), shift=st.integers(-250, 250))
+def test_another_secret_or_another_timestamp_fails(body: bytes, other: str, shift: int) -> None:
+    assume(other != SECRET)
+    header = sign(SECRET, body, NOW)
+    with pytest.raises(SignatureError):
+        verify(other, header, body, now=NOW)
+    assume(shift != 0)
+    # the v1 of one timestamp under another t (inside the tolerance): still refused
+    moved = header.replace(f"t={NOW}", f"t={NOW + shift}")
+    with pytest.raises(SignatureError):
+        verify(SECRET, moved, body, now=NOW)
+
+
+@given(age=st.integers(301, 10**9), sign_of=st.sampled_from([-1, 1]))
+def test_stale_and_future_timestamps_fail_and_the_tolerance_holds(age: int, sign_of: int) -> None:
+    body = b"{}"
+    header = sign(SECRET, body, NOW)
+    with pytest.raises(SignatureError):
+        verify(SECRET, header, body, now=NOW + sign_of * age)
+    assert verify(SECRET, header, body, now=NOW + sign_of * 300) == NOW
+    with pytest.raises(SignatureError):
+        verify(SECRET, header, body, tolerance=5, now=NOW + sign_of * 6)
+
+
+@given(header=st.one_of(st.none(), st.text(max_size=120)))
+def test_any_header_that_is_not_a_signature_is_refused_with_signature_error(header: str | None) -> None:
+    with pytest.raises(SignatureError):
+        verify(SECRET, header, b"{}", now=NOW)
+
+
+def test_a_header_with_a_second_v1_verifies_when_one_matches() -> None:
+    body = b"{}"
+    good = sign(SECRET, body, NOW)
+    assert verify(SECRET, f"{good},v1={'0' * 64}", body, now=NOW) == NOW
+
+
+# --- which URLs may be called ---------------------------------------------------------------------
+
+_PRIVATE_V4 = [
+    "0.0.0.0/8",
+    "10.0.0.0/8",
+    "100.64.0.0/10",
+    "127.0.0.0/8",
+    "169.254.0.0/16",
+    "172.16.0.0/12",
+    "192.0.0.0/24",
+    "192.0.2.0/24",
+    "192.168.0.0/16",
+    "198.18.0.0/15",
+    "224.0.0.0/4",
+    "240.0.0.0/4",
+]
+_PRIVATE_V6 = ["::1/128", "::/128", "fe80::/10", "fc00::/7", "ff00::/8", "fec0::/10", "2001:db8::/32"]
+
+
+def _in(network: str) -> st.SearchStrategy[str]:
+    net = ipaddress.ip_network(network)
+    return st.integers(0, net.num_addresses - 1).map(lambda i: str(net[i]))
+
+
+private_v4 = st.sampled_from(_PRIVATE_V4).flatmap(_in)
+private_v6 = st.sampled_from(_PRIVATE_V6).flatmap(_in)
+
+
+def _carried(v4: str, form: str) -> str:
+    n = int(ipaddress.IPv4Address(v4))
+    if form == "mapped":
+        return str(ipaddress.IPv6Address((0xFFFF << 32) | n))
+    if form == "6to4":
+        return str(ipaddress.IPv6Address((0x2002 << 112) | (n << 80) | 1))
+    if form == "nat64":
+        return str(ipaddress.IPv6Address(int(ipaddress.IPv6Address("64:ff9b::")) | n))
+    return str(ipaddress.IPv6Address(n))  # compatible ::a.b.c.d
+
+
+private_any = st.one_of(
+    private_v4,
+    private_v6,
+    st.builds(_carried, private_v4, st.sampled_from(["mapped", "6to4", "nat64", "compatible"])),
+)
+public_v4 = st.sampled_from(["8.8.8.8", "1.1.1.1", "93.184.216.34", "203.0.114.9", "151.101.1.69"])
+public_v6 = st.sampled_from(["2606:4700:4700::1111", "2a00:1450:4001:80b::200e", "2001:4860:4860::8888"])
+
+
+def _url(host: str, scheme: str = "https") -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{shown}/hook?token=abc"
+
+
+def _resolving(*addresses: str) -> Any:
+    return lambda host, port: list(addresses)
+
+
+@settings(max_examples=300)
+@given(address=private_any)
+def test_every_private_form_is_refused_as_a_literal_and_as_a_resolved_name(address: str) -> None:
+    assert not callbacks.is_public(ipaddress.ip_address(address))
+    with pytest.raises(CallbackUrlError):
+        check_url(_url(address))
+    with pytest.raises(CallbackUrlError):
+        check_url("https://hooks.example.com/x", resolver=_resolving(address))
+
+
+@settings(max_examples=200)
+@given(
+    bad=private_any,
+    good=st.lists(st.one_of(public_v4, public_v6), min_size=1, max_size=3),
+    at=st.integers(0, 3),
+)
+def test_one_private_address_among_public_ones_refuses_the_name(bad: str, good: list[str], at: int) -> None:
+    answers = [*good]
+    answers.insert(min(at, len(answers)), bad)
+    with pytest.raises(CallbackUrlError):
+        check_url("https://hooks.example.com/x", resolver=_resolving(*answers))
+
+
+@given(addresses=st.lists(st.one_of(public_v4, public_v6), min_size=1, max_size=4, unique=True))
+def test_public_addresses_pass_and_are_what_the_delivery_connects_to(addresses: list[str]) -> None:
+    target = check_url("https://hooks.example.com:8443/in?x=1", resolver=_resolving(*addresses))
+    assert target.addresses == tuple(addresses)
+    assert (target.host, target.port, target.path) == ("hooks.example.com", 8443, "/in?x=1")
+    assert target.origin == "https://hooks.example.com:8443"
+
+
+@settings(max_examples=200)
+@given(address=private_v4)
+def test_the_allow_list_lifts_exactly_the_networks_and_hosts_it_names(address: str) -> None:
+    net = ipaddress.ip_network(f"{address}/32")
+    allow = AllowList.parse(f" {net} , receiver.test ")
+    assert check_url(_url(address), allow=allow).addresses == (address,)
+    assert (
+        check_url("https://receiver.test/", allow=allow, resolver=_resolving(address)).host == "receiver.test"
+    )
+    other = str(ipaddress.IPv4Address(int(ipaddress.IPv4Address(address)) ^ 1))
+    with pytest.raises(CallbackUrlError):
+        check_url(_url(other), allow=allow)
+    with pytest.raises(CallbackUrlError):  # the name allowed, not every name resolving to its address
+        check_url(
+            "https://elsewhere.test/", allow=AllowList.parse("receiver.test"), resolver=_resolving(address)
+        )
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://2130706433/",  # 127.0.0.1 as one number
+        "http://0x7f.1/",  # hex and short forms, as inet_aton reads them
+        "http://127.1/",
+        "http://017700000001/",
+        "http://localhost/",
+        "http://[::ffff:127.0.0.1]/",
+        "http://[::ffff:7f00:1]/",
+        "http://0/",
+    ],
+)
+def test_numeric_and_local_host_spellings_resolve_to_loopback_and_are_refused(url: str) -> None:
+    with pytest.raises(CallbackUrlError):
+        check_url(url, allow_http=True)
+
+
+@pytest.mark.parametrize(
+    ("url", "allow_http"),
+    [
+        ("http://hooks.example.com/", False),
+        ("ftp://hooks.example.com/", True),
+        ("https://user:pw@hooks.example.com/", False),
+        ("https://hooks.example.com@10.0.0.1/", False),
+        ("https:///nohost", False),
+        ("https://hooks.example.com:0/", False),
+        ("https://hooks.example.com:99999/", False),
+        ("https://hooks.exa mple.com/", False),
+        ("https://hooks.example.com/\u00e9", False),
+        ("https://" + "a" * 2050 + ".com/", False),
+        ("", False),
+    ],
+)
+def test_urls_that_are_not_plain_https_are_refused(url: str, allow_http: bool) -> None:
+    with pytest.raises(CallbackUrlError):
+        check_url(url, allow_http=allow_http, resolver=_resolving("8.8.8.8"))
+
+
+def test_http_is_accepted_only_where_the_deployment_allows_it() -> None:
+    assert check_url("http://hooks.example.com/", allow_http=True, resolver=_resolving("8.8.8.8")).port == 80
+    with pytest.raises(CallbackUrlError):
+        check_url("http://hooks.example.com/", resolver=_resolving("8.8.8.8"))
+
+
+def test_a_name_that_does_not_resolve_is_refused() -> None:
+    with pytest.raises(CallbackUrlError, match="does not resolve"):
+        check_url("https://nowhere.invalid/", resolver=_resolving())
+
+
+# --- POST /batches with a callbackUrl -------------------------------------------------------------
+
+
+def _local(deps: Deps, **changes: Any) -> Deps:
+    s = replace(
+        deps.settings, callback_allow="127.0.0.1/32", callback_allow_http=True, callback_key=SECRET, **changes
+    )
+    local = replace(deps, settings=s)
+    bootstrap.override(local)
+    return local
+
+
+def _post_batches(body: Any) -> tuple[int, Any]:
+    event = api_event("POST", "/batches")
+    event["body"] = body if isinstance(body, str) or body is None else json.dumps(body)
+    raw = load_handler("status").handler(event, Context())
+    return raw["statusCode"], json.loads(raw["body"])
+
+
+def test_post_batches_keeps_an_allowed_callback_url(deps: Deps) -> None:
+    local = _local(deps)
+    status, body = _post_batches({"callbackUrl": "http://127.0.0.1:9/hook?k=1"})
+    assert status == 201
+    assert (
+        local.callbacks is not None
+        and local.callbacks.url_of(body["batchId"]) == "http://127.0.0.1:9/hook?k=1"
+    )
+    status, body = _post_batches(None)
+    assert status == 201 and local.callbacks.url_of(body["batchId"]) is None
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"callbackUrl": "http://10.0.0.1/hook"},
+        {"callbackUrl": "http://[::ffff:10.0.0.1]/hook"},
+        {"callbackUrl": "https://169.254.169.254/latest/meta-data/"},
+        {"callbackUrl": 7},
+        {"callbackURL": "https://8.8.8.8/"},
+        "[]",
+        "not json",
+    ],
+)
+def test_post_batches_refuses_a_bad_callback_url_and_creates_nothing(deps: Deps, body: Any) -> None:
+    local = _local(deps)
+    ledger: Any = local.ledger
+    before = dict(ledger.batches)
+    status, answer = _post_batches(body)
+    assert status == 400 and answer["error"] == "invalid_input"
+    assert ledger.batches == before
+    assert "169.254" not in answer["message"] and "meta-data" not in answer["message"]
+
+
+# --- the deliverer ---------------------------------------------------------------------------------
+
+
+class Receiver:
+    """A fake POST: answers from a script, verifies every signature as a receiver would."""
+
+    def __init__(self, clock: FakeClock, answers: Sequence[int | str]) -> None:
+        self.clock = clock
+        self.answers = list(answers)
+        self.got: list[tuple[callbacks.Target, bytes, dict[str, str]]] = []
+        self.seen_deliveries: list[str] = []
+
+    def __call__(
+        self, target: callbacks.Target, body: bytes, headers: dict[str, str], timeout: float
+    ) -> PostResult:
+        self.got.append((target, body, headers))
+        verify(SECRET, headers[callbacks.SIGNATURE_HEADER], body, now=self.clock())
+        answer = self.answers.pop(0) if self.answers else 200
+        if isinstance(answer, str):
+            return PostResult(None, answer, 5)
+        if 200 <= answer < 300:
+            self.seen_deliveries.append(headers[callbacks.DELIVERY_HEADER])
+        return PostResult(answer, None if 200 <= answer < 300 else f"http_{answer}", 5)
+
+
+class Visibility:
+    """The callback queue as the deliverer uses it (backoff only); ``work`` is the pipeline's queue."""
+
+    def __init__(self, work: Any) -> None:
+        self.delays: list[int] = []
+        self.work = work
+
+    def send_tasks(self, tasks: Any) -> None:
+        raise AssertionError("the deliverer never sends")
+
+    def change_visibility(self, receipt_handle: str, delay_seconds: int) -> None:
+        self.delays.append(delay_seconds)
+
+
+def _finished_batch(
+    deps: Deps, url: str | None = "http://127.0.0.1:9/hook?k=1"
+) -> tuple[str, dict[str, Any]]:
+    """A batch created with ``url``, uploaded and processed to COMPLETED; (batch id, its event message)."""
+    from pdfbatch.services import batches
+
+    queue: Any = deps.queue
+    deps = replace(deps, queue=queue.work)  # the pipeline runs on the work queue
+    created = batches.create_batch(deps, url)
+    batch_id = created["batchId"]
+    ledger: Any = deps.ledger
+    ledger.add_user("cb@example.com")
+    data = make_zip([("cv.pdf", pdfs.resume_pdf("C", "cb@example.com")), ("n.txt", b"x")])
+    staging.stage_zip(deps, upload(deps, data, key=created["key"]))
+    drain(deps)
+    events: Any = deps.events
+    ((source, detail_type, detail),) = events.of(batch_id)
+    return batch_id, {"source": source, "detail-type": detail_type, "detail": detail, "id": "e1"}
+
+
+@pytest.fixture()
+def local(deps: Deps) -> Deps:
+    return replace(
+        _local(deps, callback_attempts=4, callback_retry_base_seconds=30), queue=Visibility(deps.queue)
+    )
+
+
+def test_a_delivery_down_twice_is_retried_with_backoff_and_every_attempt_is_recorded(local: Deps) -> None:
+    # GIVEN a finished batch with a callback URL and a receiver down for two attempts
+    batch_id, event = _finished_batch(local)
+    clock: Any = local.clock
+    receiver = Receiver(clock, [503, "ConnectionRefusedError", 200])
+    message = service.parse_message(json.dumps(event))
+    # WHEN the message is received three times
+    for attempt in (1, 2):
+        with pytest.raises(service.DeliveryFailed):
+            service.deliver(local, message, attempt, "rh", post=receiver)
+        clock.advance(60)
+    assert service.deliver(local, message, 3, "rh", post=receiver) == "delivered"
+    # THEN the body is summary.json byte for byte, signed, and the delays doubled
+    summary = local.store.get_bytes(local.settings.bucket, delivery.report_keys(batch_id)["summary"])
+    assert all(body == summary for _, body, _ in receiver.got)
+    assert {h[callbacks.DELIVERY_HEADER] for _, _, h in receiver.got} == {message.delivery_id}
+    assert receiver.got[0][0].addresses == ("127.0.0.1",) and receiver.got[0][0].path == "/hook?k=1"
+    queue: Any = local.queue
+    assert queue.delays == [30, 60]
+    log: Any = local.callbacks
+    rows = log.attempts(batch_id)
+    assert [(r.attempt, r.http_status, r.error) for r in rows] == [
+        (1, 503, "http_503"),
+        (2, None, "ConnectionRefusedError"),
+        (3, 200, None),
+    ]
+    view = service.attempts(local, batch_id)
+    assert view["delivered"] and view["callback"] == "http://127.0.0.1:9"
+    assert "k=1" not in json.dumps(view) and "hook" not in json.dumps(view)
+
+
+def test_a_duplicate_event_is_the_same_delivery_and_changes_nothing(local: Deps) -> None:
+    batch_id, event = _finished_batch(local)
+    clock: Any = local.clock
+    receiver = Receiver(clock, [200])
+    first = service.parse_message(json.dumps(event))
+    again = service.parse_message(json.dumps({**event, "id": "e2"}))  # EventBridge's second copy
+    assert first == again
+    assert service.deliver(local, first, 1, "rh", post=receiver) == "delivered"
+    assert service.deliver(local, again, 1, "rh2", post=receiver) == "already_delivered"
+    assert len(receiver.got) == 1
+    log: Any = local.callbacks
+    assert len(log.attempts(batch_id)) == 1
+
+
+def test_two_copies_received_at_once_post_once(local: Deps) -> None:
+    batch_id, event = _finished_batch(local)
+    message = service.parse_message(json.dumps(event))
+    log: Any = local.callbacks
+    # another consumer holds attempt 1 of this delivery (in flight)
+    assert log.begin_attempt(batch_id, message.delivery_id, 1, "first", 0.0)
+    receiver = Receiver(local.clock, [200])  # type: ignore[arg-type]
+    assert service.deliver(local, message, 1, "rh", post=receiver) == "duplicate"
+    assert receiver.got == []
+
+
+def test_the_last_attempt_is_recorded_and_left_to_the_dlq_without_backoff(local: Deps) -> None:
+    batch_id, event = _finished_batch(local)
+    message = service.parse_message(json.dumps(event))
+    receiver = Receiver(local.clock, [500])  # type: ignore[arg-type]
+    with pytest.raises(service.DeliveryFailed):
+        service.deliver(local, message, local.settings.callback_attempts, "rh", post=receiver)
+    queue: Any = local.queue
+    assert queue.delays == []
+    log: Any = local.callbacks
+    assert [r.http_status for r in log.attempts(batch_id)] == [500]
+
+
+def test_a_url_that_now_resolves_inside_is_never_posted_to(local: Deps) -> None:
+    batch_id, event = _finished_batch(local, None)
+    log: Any = local.callbacks
+    log.set_url(batch_id, "https://hooks.example.com/in", 0.0)  # accepted while the name was public
+    message = service.parse_message(json.dumps(event))
+    receiver = Receiver(local.clock, [200])  # type: ignore[arg-type]
+    with pytest.raises(service.DeliveryFailed):
+        service.deliver(local, message, 1, "rh", post=receiver, resolver=_resolving("10.1.2.3"))
+    assert receiver.got == []
+    assert [r.error for r in log.attempts(batch_id)] == ["blocked_address"]
+
+
+def test_a_batch_without_a_callback_or_of_another_deployment_is_acknowledged(local: Deps) -> None:
+    _, event = _finished_batch(local, None)
+    message = service.parse_message(json.dumps(event))
+    assert service.deliver(local, message, 1, "rh", post=Receiver(local.clock, [])) == "no_callback"  # type: ignore[arg-type]
+    other = replace(message, batch_id="f" * 32)
+    assert service.deliver(local, other, 1, "rh", post=Receiver(local.clock, [])) == "no_batch"  # type: ignore[arg-type]
+
+
+def test_a_replay_is_a_new_delivery_of_the_same_body(local: Deps) -> None:
+    batch_id, event = _finished_batch(local)
+    clock: Any = local.clock
+    receiver = Receiver(clock, [200, 200])
+    first = service.parse_message(json.dumps(event))
+    assert service.deliver(local, first, 1, "rh", post=receiver) == "delivered"
+    sent: list[dict[str, Any]] = []
+    replay_id = service.replay(local, batch_id, lambda m: sent.append(dict(m)))
+    replayed = service.parse_message(json.dumps(sent[0]))
+    assert replayed.delivery_id == replay_id != first.delivery_id and replayed.kind == "replay"
+    assert service.deliver(local, replayed, 1, "rh", post=receiver) == "delivered"
+    assert receiver.got[0][1] == receiver.got[1][1]
+    assert receiver.seen_deliveries == [first.delivery_id, replay_id]
+
+
+def test_a_replay_of_an_unknown_or_unfinished_batch_is_refused(local: Deps) -> None:
+    from pdfbatch.errors import NotFound
+    from pdfbatch.services import batches
+
+    with pytest.raises(NotFound):
+        service.replay(local, "0" * 32, lambda m: None)
+    pending = batches.create_batch(local, "http://127.0.0.1:9/")["batchId"]
+    with pytest.raises(InvalidInput):
+        service.replay(local, pending, lambda m: None)
+
+
+@settings(suppress_health_check=list(HealthCheck))
+@given(body=st.text(max_size=200))
+def test_any_message_body_is_a_delivery_or_invalid_input(body: str) -> None:
+    try:
+        message = service.parse_message(body)
+    except InvalidInput:
+        return
+    assert len(message.delivery_id) == 32
+
+
+def test_retry_delay_doubles_up_to_the_cap(deps: Deps) -> None:
+    s = replace(deps.settings, callback_retry_base_seconds=30, callback_retry_max_seconds=3600)
+    assert [service.retry_delay(s, a) for a in range(1, 10)] == [30, 60, 120, 240, 480, 960, 1920, 3600, 3600]
+
+
+def test_the_fake_log_keeps_the_first_url() -> None:
+    log = FakeCallbackLog()
+    log.set_url("a" * 32, "https://one/", 1.0)
+    log.set_url("a" * 32, "https://two/", 2.0)
+    assert log.url_of("a" * 32) == "https://one/"
