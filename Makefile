@@ -11,7 +11,7 @@ CHECKOV_LOCK := requirements/checkov.lock
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(DEV_LOCK) | sha256sum | cut -c1-12)
 CHECKOV_VENV := .venvs/checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed-$(shell sha256sum $(CHECKOV_LOCK) | cut -c1-12)
-FUNCTIONS := unzip process_pdf status
+FUNCTIONS := unzip process_pdf status deliver_callbacks
 UV_COMPILE := $(BIN)/uv pip compile --quiet --generate-hashes --custom-compile-command "make lock"
 # The functions run CPython 3.13 on Linux; their locks hold the hashes of every wheel (both architectures).
 LAMBDA_TARGET := --python-version 3.13 --python-platform linux

@@ -79,7 +79,7 @@ class FakeApi:
     def status(self, batch_id: str) -> tuple[dict[str, Any], float | None]:
         return dict(self.final), None
 
-    def create_batch(self) -> dict[str, Any]:
+    def create_batch(self, callback_url: str | None = None) -> dict[str, Any]:
         return {"batchId": BATCH, "upload": {"url": "http://127.0.0.1:1/", "fields": {}}}
 
     def wait(self, batch_id: str, on_update: Any = None, timeout: float = 0.0) -> dict[str, Any]:

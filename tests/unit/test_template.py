@@ -236,7 +236,7 @@ def test_process_timeout_covers_a_batch_at_the_default_extraction_budget(templat
 
 def test_every_function_runs_python_3_13_on_arm64_unless_told_otherwise(template: dict[str, Any]) -> None:
     fns = functions(template)
-    assert set(fns) == {"UnzipFunction", "ProcessPdfFunction", "StatusFunction"}
+    assert set(fns) == {"UnzipFunction", "ProcessPdfFunction", "StatusFunction", "DeliverCallbacksFunction"}
     arch = template["Parameters"]["Architecture"]
     assert arch["Default"] == "arm64" and set(arch["AllowedValues"]) == {"arm64", "x86_64"}
     for props in fns.values():
@@ -255,6 +255,7 @@ def test_sam_builds_each_function_from_its_folder_with_the_project_builder(templ
         ("UnzipFunction", "unzip"),
         ("ProcessPdfFunction", "process_pdf"),
         ("StatusFunction", "status"),
+        ("DeliverCallbacksFunction", "deliver_callbacks"),
     ):
         assert function(template, name)["CodeUri"] == f"../functions/{folder}"
         assert (TEMPLATE.parent / f"../functions/{folder}/handler.py").resolve().is_file()
@@ -273,11 +274,17 @@ def test_sqs_mapping_never_outruns_the_reserved_concurrency(template: dict[str, 
         "WorkQueue",
         "UnzipDeadLetterQueue",
         "DeadLetterQueue",
+        "CallbackQueue",
     }
     maximum = number(template, props["ScalingConfig"]["MaximumConcurrency"])
     reserved = number(template, function(template, fn)["ReservedConcurrentExecutions"])
     assert maximum == 5
     assert maximum <= reserved == 5
+    # deliver_callbacks: small on purpose (other people's servers, one MySQL connection each)
+    fn, props = sqs_mapping(template, "CallbackQueue")
+    assert fn == "DeliverCallbacksFunction"
+    maximum = number(template, props["ScalingConfig"]["MaximumConcurrency"])
+    assert maximum <= number(template, function(template, fn)["ReservedConcurrentExecutions"]) == 2
 
 
 def test_sqs_mapping_reports_partial_batch_failures(template: dict[str, Any]) -> None:
@@ -571,7 +578,50 @@ def test_each_role_may_read_exactly_its_secrets(template: dict[str, Any]) -> Non
         expected = {("secretsmanager:GetSecretValue", database), ("secretsmanager:GetSecretValue", redis)}
         if function_id == "StatusFunction":
             expected.add(("secretsmanager:GetSecretValue", "Ref:ApiKeySecret"))
+        if function_id == "DeliverCallbacksFunction":
+            expected.add(("secretsmanager:GetSecretValue", "Ref:CallbackSecret"))
         assert secret_grants == expected, function_id
+
+
+def test_only_deliver_callbacks_reads_the_signing_secret_and_only_reports(template: dict[str, Any]) -> None:
+    role = role_of(template, "DeliverCallbacksFunction")
+    data = {
+        (a, re.sub(r"^arn:\$\{AWS::Partition\}:s3:::\$\{Name\}", "", r))
+        for a, r in grants(template, role)
+        if a.startswith(("s3:", "sqs:", "events:"))
+    }
+    poll = ("ReceiveMessage", "DeleteMessage", "DeleteMessageBatch", "ChangeMessageVisibility")
+    assert data == {
+        ("s3:GetObject", "/reports/*"),
+        *((f"sqs:{a}", "GetAtt:CallbackQueue.Arn") for a in poll),
+        ("sqs:ChangeMessageVisibilityBatch", "GetAtt:CallbackQueue.Arn"),
+        ("sqs:GetQueueAttributes", "GetAtt:CallbackQueue.Arn"),
+    }
+    for function_id in functions(template):
+        if function_id != "DeliverCallbacksFunction":
+            readable = {
+                r for a, r in grants(template, role_of(template, function_id)) if a.startswith("secrets")
+            }
+            assert "Ref:CallbackSecret" not in readable, function_id
+    env = function(template, "DeliverCallbacksFunction")["Environment"]["Variables"]
+    assert env["PDFBATCH_CALLBACK_SECRET"] == {"Ref": "CallbackSecret"}
+    assert env["PDFBATCH_QUEUE_URL"] == {"Ref": "CallbackQueue"}
+    # every completion event reaches the queue, and only the rule may send to it
+    rule = template["Resources"]["CallbackRule"]["Properties"]
+    assert rule["EventPattern"] == {
+        "source": ["pdfbatch"],
+        "detail-type": ["Batch Completed", "Batch Failed"],
+    }
+    assert rule["Targets"] == [{"Id": "callbacks", "Arn": {"Fn::GetAtt": ["CallbackQueue", "Arn"]}}]
+    (statement,) = template["Resources"]["CallbackQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert statement["Principal"] == {"Service": "events.amazonaws.com"}
+    assert statement["Action"] == "sqs:SendMessage"
+    assert statement["Condition"] == {"ArnEquals": {"aws:SourceArn": {"Fn::GetAtt": ["CallbackRule", "Arn"]}}}
+    queue = template["Resources"]["CallbackQueue"]["Properties"]
+    assert queue["RedrivePolicy"]["maxReceiveCount"] == {"Ref": "CallbackAttempts"}
+    assert number(template, queue["VisibilityTimeout"]) >= 6 * number(
+        template, function(template, "DeliverCallbacksFunction")["Timeout"]
+    )
 
 
 # ------------------------------------------------------------------------------------------ tracing

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -15,6 +15,15 @@ from pdfbatch.model import FileTask
 from pdfbatch.ports import DeadLetter
 
 _ATTEMPTS = 5  # sends of the entries SendMessageBatch refused (the call itself is retried by botocore)
+
+
+def send_json(client: Any, queue_url: str, message: Mapping[str, Any]) -> None:
+    """Send one JSON message (a callback replay); DependencyUnavailable when SQS refuses it."""
+    try:
+        client.send_message(QueueUrl=queue_url, MessageBody=json.dumps(dict(message), sort_keys=True))
+    except (ClientError, BotoCoreError) as exc:
+        code = exc.response.get("Error", {}).get("Code", "") if isinstance(exc, ClientError) else ""
+        raise DependencyUnavailable("sqs", str(code) or type(exc).__name__) from exc
 
 
 class SqsQueue:

@@ -24,10 +24,15 @@ def upload(args: argparse.Namespace) -> int:
     path = Path(args.file)
     if not path.is_file():
         raise CliError(f"{path} is not a file", EXIT_USAGE)
-    return run_upload(path, wait=args.wait, as_json=args.json, timeout=args.timeout)
+    callback_url = getattr(args, "callback_url", None)
+    return run_upload(
+        path, wait=args.wait, as_json=args.json, timeout=args.timeout, callback_url=callback_url
+    )
 
 
-def run_upload(path: Path, *, wait: bool, as_json: bool, timeout: float = 3600.0) -> int:
+def run_upload(
+    path: Path, *, wait: bool, as_json: bool, timeout: float = 3600.0, callback_url: str | None = None
+) -> int:
     """Upload one ZIP and (with ``wait``) follow it to the end; returns the exit code."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
@@ -36,7 +41,7 @@ def run_upload(path: Path, *, wait: bool, as_json: bool, timeout: float = 3600.0
     client = api_client()
     console = stderr_console()
     try:
-        batch = client.create_batch()
+        batch = client.create_batch(callback_url)
         size = path.stat().st_size
         with Progress(
             TextColumn("upload  "),

@@ -46,9 +46,9 @@ class ApiClient:
         return self.base_url.rstrip("/") + "/" + path.lstrip("/")
 
     def request(
-        self, method: str, path: str, query: dict[str, str] | None = None
+        self, method: str, path: str, query: dict[str, str] | None = None, body: Any = None
     ) -> tuple[int, dict[str, str], Any]:
-        """One call; returns (status, headers, parsed JSON body). Raises ApiError for >= 400."""
+        """One call (``body``: sent as JSON); returns (status, headers, parsed JSON body). ApiError >= 400."""
         url = self._url(path)
         if query:
             from urllib.parse import urlencode
@@ -58,6 +58,9 @@ class ApiClient:
         if self.api_key:
             headers["x-api-key"] = self.api_key
         data = b"" if method == "POST" else None
+        if body is not None:
+            data = json.dumps(body).encode("utf-8")
+            headers["Content-Type"] = "application/json"
         req = urllib.request.Request(url, data=data, method=method, headers=headers)  # noqa: S310
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # noqa: S310
@@ -74,9 +77,10 @@ class ApiClient:
         except (urllib.error.URLError, OSError) as exc:
             raise ApiError(f"the pdfbatch API at {self.base_url} is not reachable ({exc})") from exc
 
-    def create_batch(self) -> dict[str, Any]:
-        """POST /batches."""
-        return dict(self.request("POST", "batches")[2])
+    def create_batch(self, callback_url: str | None = None) -> dict[str, Any]:
+        """POST /batches (with a callbackUrl: the batch's summary is POSTed there, signed, when it ends)."""
+        body = {"callbackUrl": callback_url} if callback_url is not None else None
+        return dict(self.request("POST", "batches", body=body)[2])
 
     def status(self, batch_id: str) -> tuple[dict[str, Any], float | None]:
         """GET /batches/{id}: (body, Retry-After seconds or None)."""

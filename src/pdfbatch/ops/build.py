@@ -31,9 +31,14 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-FUNCTIONS: tuple[str, ...] = ("unzip", "process_pdf", "status")
+FUNCTIONS: tuple[str, ...] = ("unzip", "process_pdf", "status", "deliver_callbacks")
 # The template's logical ids (minus "Function"), as `sam build` names the Makefile targets.
-SAM_FUNCTIONS: Mapping[str, str] = {"Unzip": "unzip", "ProcessPdf": "process_pdf", "Status": "status"}
+SAM_FUNCTIONS: Mapping[str, str] = {
+    "Unzip": "unzip",
+    "ProcessPdf": "process_pdf",
+    "Status": "status",
+    "DeliverCallbacks": "deliver_callbacks",
+}
 CACHE_ENV = "PDFBATCH_BUILD_CACHE"  # where installed dependencies are kept (default: build/cache)
 ARCH_ENV = "PDFBATCH_LAMBDA_ARCH"  # the architecture `sam build` targets (the template's Architecture)
 DEFAULT_ARCH = "arm64"

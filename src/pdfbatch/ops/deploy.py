@@ -70,7 +70,15 @@ PASSED_THROUGH = {
     "PDFBATCH_USERS_EMAIL_COLUMN": "UsersEmailColumn",
     "PDFBATCH_USERS_PDF_URL_COLUMN": "UsersPdfUrlColumn",
     "PDFBATCH_MATCH_POLICY": "MatchPolicy",
+    # Signed callbacks: the allow-list and http are for local stacks (tests); the retries' pace.
+    "PDFBATCH_CALLBACK_ALLOW": "CallbackAllow",
+    "PDFBATCH_CALLBACK_ALLOW_HTTP": "CallbackAllowHttp",
+    "PDFBATCH_CALLBACK_ATTEMPTS": "CallbackAttempts",
+    "PDFBATCH_CALLBACK_RETRY_BASE_SECONDS": "CallbackRetryBaseSeconds",
+    "PDFBATCH_CALLBACK_RETRY_MAX_SECONDS": "CallbackRetryMaxSeconds",
 }
+# Reserved concurrency the template sets on functions besides process_pdf (applied again on LocalStack).
+RESERVED = {"DeliverCallbacksFunctionName": 2}
 
 
 class DeployError(Exception):
@@ -349,6 +357,14 @@ def ensure_reserved_concurrency(lam: Any, function_name: str, value: int) -> Non
         raise DeployError(f"{function_name}: reserved concurrency is {got}, expected {value}")
 
 
+def apply_reserved_concurrency(lam: Any, outputs: Mapping[str, str], process_concurrency: int) -> None:
+    """process_pdf's reserved concurrency and the template's others (RESERVED), on every deployed one."""
+    reserved = {**RESERVED, "ProcessPdfFunctionName": process_concurrency}
+    for output, value in reserved.items():
+        if output in outputs:
+            ensure_reserved_concurrency(lam, outputs[output], value)
+
+
 def deploy(
     params: DeployParams | None = None,
     endpoint_url: str | None = None,
@@ -433,9 +449,7 @@ def deploy(
     changed = sync_secrets(client("secretsmanager"), values)
     if endpoint_url:
         # CloudFormation on LocalStack ignores ReservedConcurrentExecutions.
-        ensure_reserved_concurrency(
-            client("lambda"), outputs["ProcessPdfFunctionName"], params.process_concurrency
-        )
+        apply_reserved_concurrency(client("lambda"), outputs, params.process_concurrency)
         outputs["LocalApiUrl"] = f"{endpoint_url.rstrip('/')}/_aws/execute-api/{outputs['ApiId']}/v1/"
         remember_api_url(root, stack_name, outputs["LocalApiUrl"])
     outputs["ArtifactsBucket"] = artifacts_bucket

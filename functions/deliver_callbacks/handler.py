@@ -1,0 +1,46 @@
+"""deliver_callbacks: the callback queue -> one signed POST of a final batch's summary per message.
+
+Messages are completion events (an EventBridge rule targets the queue) and replays (`pdfbatch callbacks
+BATCH --replay`). A failed POST hides its message for a backoff and reports it failed; after
+PDFBATCH_CALLBACK_ATTEMPTS receives SQS moves it to the callback DLQ (services/callbacks.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from pdfbatch.bootstrap import get_deps
+from pdfbatch.errors import InvalidInput
+from pdfbatch.logs import logger
+from pdfbatch.services import callbacks
+
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+
+
+def record_handler(record: SQSRecord) -> None:
+    """One delivery attempt; a failure raises, so Powertools reports the message as failed."""
+    try:
+        message = callbacks.parse_message(record.body)
+    except InvalidInput:
+        logger.error("malformed callback message dropped", extra={"message_id": record.message_id})
+        return
+    logger.append_keys(batch_id=message.batch_id)
+    attempt = int(record.attributes.approximate_receive_count or 1)
+    try:
+        outcome = callbacks.deliver(get_deps(need_queue=True), message, attempt, record.receipt_handle)
+        logger.info("callback message done", extra={"outcome": outcome, "delivery_id": message.delivery_id})
+    finally:
+        logger.remove_keys(["batch_id"])
+
+
+@logger.inject_lambda_context(clear_state=True)
+def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+    """Entry point: Powertools reports the failed message ids as batchItemFailures."""
+    return process_partial_response(
+        event=event, record_handler=record_handler, processor=processor, context=context
+    )

@@ -1,0 +1,211 @@
+"""Signed callbacks on the local stack (issue 13): a batch uploaded with a callbackUrl on 127.0.0.1
+(allow-listed, http, in the e2e stack's settings) is POSTed its summary by deliver_callbacks.
+
+The receiver here is what the README shows: it verifies each signature with pdfbatch.callbacks.verify
+and the deployment's secret, rejects a signature it saw already (a replayed request) and a stale one, and
+takes each delivery id once. It is down (connection refused) for the first attempt and answers 503 to
+the second; the third gets through. `pdfbatch callbacks BATCH` lists the attempts, `--replay` delivers
+the same body again under a new delivery id.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from fixtures.stack import run_cli
+from pdfbatch import callbacks
+from pdfbatch.ops import samples
+
+pytestmark = pytest.mark.e2e
+
+
+class Receiver:
+    """An HTTP receiver as a customer would write it: verify, refuse replays and stale signatures."""
+
+    def __init__(self, secret: str, port: int, answers: list[int]) -> None:
+        self.secret = secret
+        self.answers = answers
+        self.deliveries: dict[str, bytes] = {}  # delivery id -> body, each processed once
+        self.signatures: set[str] = set()
+        self.log: list[tuple[str | None, int]] = []  # (delivery id, status answered)
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                status = receiver.receive(dict(self.headers.items()), body)
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def receive(self, headers: dict[str, str], body: bytes) -> int:
+        header = headers.get(callbacks.SIGNATURE_HEADER)
+        delivery = headers.get(callbacks.DELIVERY_HEADER)
+        try:
+            callbacks.verify(self.secret, header, body)
+        except callbacks.SignatureError:
+            status = 400
+        else:
+            assert header is not None
+            if header in self.signatures:
+                status = 409  # the same signature twice: a replayed request
+            elif self.answers:
+                status = self.answers.pop(0)
+            else:
+                status = 200
+            self.signatures.add(header)
+            if status == 200 and delivery is not None:
+                self.deliveries.setdefault(delivery, body)
+        self.log.append((delivery, status))
+        return status
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _secret(stack: dict[str, Any]) -> str:
+    sm = boto3.client(
+        "secretsmanager",
+        endpoint_url=stack["endpoint"],
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+    )
+    return str(sm.get_secret_value(SecretId=stack["outputs"]["CallbackSecretArn"])["SecretString"])
+
+
+def _attempts(env: dict[str, str], batch_id: str) -> dict[str, Any]:
+    done = run_cli(env, "callbacks", batch_id, "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return dict(json.loads(done.stdout))
+
+
+def _until(what: Any, timeout: float, interval: float = 0.25) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = what()
+        if got:
+            return got
+        time.sleep(interval)
+    raise AssertionError(f"not within {timeout} s")
+
+
+def _post(port: int, headers: dict[str, str], body: bytes) -> int:
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/hook", data=body, method="POST", headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def test_a_callback_receiver_down_at_first_gets_a_signed_delivery_and_a_replay(
+    stack: dict[str, Any], tmp_path: Path
+) -> None:
+    env, conn = stack["env"], stack["db"]
+    secret = _secret(stack)
+    port = _free_port()  # nothing listens yet: the first attempt is refused
+    run = uuid.uuid4().hex[:8]
+    person = f"callback.{run}@example.com"
+    with conn.cursor() as cur:
+        cur.execute("INSERT INTO users (email) VALUES (%s)", (person,))
+    corpus = samples.Corpus()
+    corpus.add("cv.pdf", samples.resume("Callback Person", person))
+    corpus.add("notes.txt", b"ignored")
+    path = tmp_path / "callback.zip"
+    corpus.write_zip(path)
+    # GIVEN a batch uploaded with a callbackUrl whose query must never reach a log
+    url = f"http://127.0.0.1:{port}/hook?token=secret-{run}"
+    done = run_cli(env, "upload", str(path), "--callback-url", url, "--wait", "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    batch_id = json.loads(done.stdout)["batchId"]
+    # WHEN its first attempt finds nobody listening
+    first = _until(lambda: _attempts(env, batch_id)["attempts"], timeout=90)
+    assert first[0]["error"] == "ConnectionRefusedError", first
+    # THEN the receiver, up now (503 once, then 200), gets the delivery within the backoff
+    receiver = Receiver(secret, port, answers=[503])
+    try:
+        delivered = _until(lambda: receiver.deliveries, timeout=90)
+        ((delivery_id, body),) = delivered.items()
+        summary = json.loads(body)
+        assert (summary["batchId"], summary["status"]) == (batch_id, "COMPLETED")
+        assert summary["counts"]["linked"] == 1
+        view = _until(lambda: (v := _attempts(env, batch_id))["delivered"] and v, timeout=30)
+        rows = [
+            (a["deliveryId"], a["kind"], a["attempt"], a["httpStatus"], a["error"]) for a in view["attempts"]
+        ]
+        assert rows == [
+            (delivery_id, "first", 1, None, "ConnectionRefusedError"),
+            (delivery_id, "first", 2, 503, "http_503"),
+            (delivery_id, "first", 3, 200, None),
+        ], rows
+        assert view["callback"] == f"http://127.0.0.1:{port}" and f"secret-{run}" not in json.dumps(view)
+        # the human table lists them too
+        table = run_cli(env, "callbacks", batch_id)
+        assert (
+            table.returncode == 0 and "http_503" in table.stderr and "ConnectionRefusedError" in table.stderr
+        )
+        # AND a replayed request (its signature seen) and a stale signature are rejected
+        seen = next(iter(receiver.signatures))
+        headers = {callbacks.SIGNATURE_HEADER: seen, callbacks.DELIVERY_HEADER: delivery_id}
+        assert _post(port, headers, body) in (400, 409)
+        stale = callbacks.sign(secret, body, int(time.time()) - callbacks.DEFAULT_TOLERANCE - 60)
+        assert _post(port, {callbacks.SIGNATURE_HEADER: stale}, body) == 400
+        forged = callbacks.sign("not-the-secret", body)
+        assert _post(port, {callbacks.SIGNATURE_HEADER: forged}, body) == 400
+        # WHEN the operator replays it THEN the same body arrives under a new delivery id
+        replay = run_cli(env, "callbacks", batch_id, "--replay", "--json")
+        assert replay.returncode == 0, replay.stderr[-3000:]
+        replay_id = json.loads(replay.stdout)["deliveryId"]
+        assert replay_id != delivery_id
+        _until(lambda: replay_id in receiver.deliveries, timeout=60)
+        assert receiver.deliveries[replay_id] == body
+        view = _until(
+            lambda: (
+                (v := _attempts(env, batch_id)) and any(a["kind"] == "replay" for a in v["attempts"]) and v
+            ),
+            timeout=30,
+        )
+        assert [(a["kind"], a["httpStatus"]) for a in view["attempts"] if a["deliveryId"] == replay_id] == [
+            ("replay", 200)
+        ]
+        # and nothing more arrives for the first delivery (one 2xx per delivery id)
+        time.sleep(3)
+        assert [d for d, s in receiver.log if s == 200] == [delivery_id, replay_id]
+    finally:
+        receiver.close()
+
+
+def test_a_private_callback_url_is_refused_at_creation_on_the_stack(stack: dict[str, Any]) -> None:
+    from pdfbatch.ops.api import ApiError
+
+    with pytest.raises(ApiError) as info:
+        stack["api"].request(
+            "POST", "/batches", body={"callbackUrl": "http://169.254.169.254/latest/meta-data/"}
+        )
+    assert info.value.status == 400
