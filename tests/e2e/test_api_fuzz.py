@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error, unsupported_method
 from schemathesis.generation import GenerationMode
 
-from fixtures.openapi import CheckedApiClient
+from fixtures.openapi import FUZZ_OPERATIONS, CheckedApiClient
 
 pytestmark = pytest.mark.e2e
 
@@ -30,7 +30,7 @@ def test_the_deployed_api_answers_as_documented_and_never_with_a_5xx(
     url = stack["outputs"]["LocalApiUrl"]
     key = CheckedApiClient(url).api_key
     config = schemathesis.Config.from_dict(
-        {"base-url": url, "auth": {"openapi": {"apiKey": {"api_key": key}}}}
+        {"base-url": url, "auth": {"openapi": {"apiKey": {"api_key": key}}}, "operations": FUZZ_OPERATIONS}
     )
     schema = schemathesis.openapi.from_url(url + "openapi.json", config=config)
     operations = [result.ok() for result in schema.get_all_operations()]

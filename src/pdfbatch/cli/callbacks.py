@@ -75,7 +75,8 @@ def _print(view: dict[str, Any]) -> None:
     )
     table = Table(title="callback attempts")
     for col in ("delivery", "kind", "attempt", "at", "status", "error", "ms"):
-        table.add_column(col, justify="right" if col in ("attempt", "ms") else "left")
+        # fold, never an ellipsis: an error class cut short says nothing
+        table.add_column(col, justify="right" if col in ("attempt", "ms") else "left", overflow="fold")
     for a in view["attempts"]:
         table.add_row(
             a["deliveryId"][:12],
