@@ -156,3 +156,14 @@ def test_without_secrets_nothing_is_read(monkeypatch: pytest.MonkeyPatch) -> Non
         monkeypatch.delenv(name, raising=False)
     s = Settings.from_env({"PDFBATCH_MYSQL_URL": "mysql://root@127.0.0.1:3306/x"})
     assert bootstrap.read_secrets(s) is s
+
+
+def test_deliver_callbacks_reads_the_signing_secret_and_never_shows_it(
+    secrets: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    signing = secrets.create_secret(Name="t/callbacks", SecretString="whsec-0123456789abcdef")
+    monkeypatch.setenv("PDFBATCH_CALLBACK_SECRET", signing["ARN"])
+    bootstrap.override(None)
+    s = bootstrap.get_settings()
+    assert s.callback_secret == signing["ARN"] and s.callback_key == "whsec-0123456789abcdef"
+    assert "whsec" not in repr(s)
