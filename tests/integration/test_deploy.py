@@ -356,3 +356,29 @@ def test_the_alarms_and_the_dashboard_exist_on_the_stack(stack: dict[str, Any], 
     assert ["AWS/Lambda", "Duration", "FunctionName", out["ProcessPdfFunctionName"]] in [r[:4] for r in rows]
     alarm_widget = next(w for w in body["widgets"] if w["type"] == "alarm")
     assert {a["AlarmArn"] for a in alarms.values()} == set(alarm_widget["properties"]["alarms"])
+
+
+def test_deliver_callbacks_polls_its_queue_with_the_signing_secret_and_concurrency_2(
+    stack: dict[str, Any], aws: Any
+) -> None:
+    out, lam, sqs = stack["outputs"], aws("lambda"), aws("sqs")
+    name = out["DeliverCallbacksFunctionName"]
+    env = lam.get_function_configuration(FunctionName=name)["Environment"]["Variables"]
+    assert env["PDFBATCH_CALLBACK_SECRET"] == out["CallbackSecretArn"]
+    assert env["PDFBATCH_QUEUE_URL"] == out["CallbackQueueUrl"]
+    status = lam.get_function_configuration(FunctionName=out["StatusFunctionName"])["Environment"][
+        "Variables"
+    ]
+    assert "PDFBATCH_CALLBACK_SECRET" not in status
+    assert lam.get_function_concurrency(FunctionName=name)["ReservedConcurrentExecutions"] == 2
+    queue_arn = sqs.get_queue_attributes(QueueUrl=out["CallbackQueueUrl"], AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    (mapping,) = lam.list_event_source_mappings(FunctionName=name)["EventSourceMappings"]
+    assert mapping["EventSourceArn"] == queue_arn and mapping["BatchSize"] == 1
+    redrive = json.loads(
+        sqs.get_queue_attributes(QueueUrl=out["CallbackQueueUrl"], AttributeNames=["RedrivePolicy"])[
+            "Attributes"
+        ]["RedrivePolicy"]
+    )
+    assert int(redrive["maxReceiveCount"]) == 8
