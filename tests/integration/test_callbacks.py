@@ -240,3 +240,66 @@ def test_the_fake_callback_log_matches_the_mysql_one(cb_deps: Deps) -> None:
         return out
 
     assert run(mysql) == run(fake)
+
+
+def _self_signed(tmp: Any, name: str) -> tuple[str, str]:
+    """A key and a self-signed certificate for DNS name ``name`` (files under ``tmp``)."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    key_path, cert_path = tmp / f"{name}.key", tmp / f"{name}.pem"
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return str(key_path), str(cert_path)
+
+
+def test_https_sends_the_name_as_sni_and_checks_the_certificate_against_it(tmp_path: Any) -> None:
+    import ssl
+
+    port = _free_port()
+    key, cert = _self_signed(tmp_path, "receiver.test")
+    server = Server(port, [200, 200])
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    served.load_cert_chain(cert, key)
+    names: list[str | None] = []
+    served.sni_callback = lambda sock, name, ctx: names.append(name)  # type: ignore[assignment,misc,return-value]
+    server.httpd.socket = served.wrap_socket(server.httpd.socket, server_side=True)
+    trusted = ssl.create_default_context(cafile=cert)
+    body = b"{}"
+    headers = {callbacks.SIGNATURE_HEADER: callbacks.sign(SECRET, body)}
+    with server:
+        # connected to 127.0.0.1, but TLS speaks to receiver.test: SNI and certificate name agree
+        ok = post(
+            callbacks.Target("https", "receiver.test", port, "/", ("127.0.0.1",)), body, headers, 3, trusted
+        )
+        # the same address under another name: the certificate does not name it, nothing is sent
+        wrong = post(
+            callbacks.Target("https", "other.test", port, "/", ("127.0.0.1",)), body, headers, 3, trusted
+        )
+    assert ok.status == 200 and ok.delivered
+    assert wrong.status is None and wrong.error is not None and wrong.error.startswith("tls:")
+    assert names[0] == "receiver.test" and "other.test" in names
+    assert len(server.got) == 1 and server.got[0]["host"] == f"receiver.test:{port}"
