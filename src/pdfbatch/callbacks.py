@@ -50,6 +50,10 @@ class CallbackUrlError(ValueError):
     """A callback URL pdfbatch will not call; the message says why (never echoes the query string)."""
 
 
+class UnresolvedHost(CallbackUrlError):
+    """The URL's host name resolved to no address (maybe for now: DNS may be failing)."""
+
+
 # --- signing and verifying ------------------------------------------------------------------------
 
 
@@ -285,7 +289,7 @@ def check_url(
         literal = None
     addresses = [str(literal)] if literal is not None else list(resolver(host, port))
     if not addresses:
-        raise CallbackUrlError("callbackUrl's host does not resolve")
+        raise UnresolvedHost("callbackUrl's host does not resolve")
     for text in addresses:
         try:
             address = ipaddress.ip_address(text)

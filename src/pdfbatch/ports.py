@@ -408,7 +408,7 @@ class CallbackAttempt:
     started_at: float
     duration_ms: int | None  # None: in flight, or its deliverer died before recording the answer
     http_status: int | None
-    error: str | None  # "http_503", "timeout", "ConnectionRefusedError", "blocked_address", ...
+    error: str | None  # "http_503", "timeout", "ConnectionRefusedError", "blocked_address", "unresolved", ...
 
 
 class CallbackLog(Protocol):

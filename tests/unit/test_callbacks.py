@@ -448,8 +448,10 @@ def test_a_url_that_now_resolves_inside_is_never_posted_to(local: Deps) -> None:
     receiver = Receiver(local.clock, [200])  # type: ignore[arg-type]
     with pytest.raises(service.DeliveryFailed):
         service.deliver(local, message, 1, "rh", post=receiver, resolver=_resolving("10.1.2.3"))
+    with pytest.raises(service.DeliveryFailed):
+        service.deliver(local, message, 2, "rh", post=receiver, resolver=_resolving())  # DNS failing
     assert receiver.got == []
-    assert [r.error for r in log.attempts(batch_id)] == ["blocked_address"]
+    assert [r.error for r in log.attempts(batch_id)] == ["blocked_address", "unresolved"]
 
 
 def test_a_batch_without_a_callback_or_of_another_deployment_is_acknowledged(local: Deps) -> None:

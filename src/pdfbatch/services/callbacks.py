@@ -65,14 +65,18 @@ def _allow_list(text: str) -> callbacks.AllowList:
 def check(settings: Settings, url: str, resolver: callbacks.Resolver = callbacks.resolve) -> callbacks.Target:
     """The URL's Target if the settings let pdfbatch call it; InvalidInput saying why not."""
     try:
-        return callbacks.check_url(
-            url,
-            allow_http=settings.callback_allow_http,
-            allow=_allow_list(settings.callback_allow),
-            resolver=resolver,
-        )
+        return _check_url(settings, url, resolver)
     except callbacks.CallbackUrlError as exc:
         raise InvalidInput(str(exc)) from exc
+
+
+def _check_url(settings: Settings, url: str, resolver: callbacks.Resolver) -> callbacks.Target:
+    return callbacks.check_url(
+        url,
+        allow_http=settings.callback_allow_http,
+        allow=_allow_list(settings.callback_allow),
+        resolver=resolver,
+    )
 
 
 def register(deps: Deps, batch_id: str, url: str) -> None:
@@ -193,9 +197,11 @@ def _attempt(
     s = deps.settings
     started = time.monotonic()
     try:
-        target = check(s, url, resolver)
-    except InvalidInput:
-        return PostResult(None, "blocked_address", int((time.monotonic() - started) * 1000))
+        target = _check_url(s, url, resolver)
+    except callbacks.CallbackUrlError as exc:
+        # not sent; "unresolved" may pass on a later attempt, "blocked_address" only if DNS changes
+        error = "unresolved" if isinstance(exc, callbacks.UnresolvedHost) else "blocked_address"
+        return PostResult(None, error, int((time.monotonic() - started) * 1000))
     body = deps.store.get_bytes(s.bucket, delivery.report_keys(message.batch_id)["summary"])
     headers = {
         callbacks.SIGNATURE_HEADER: callbacks.sign(s.callback_key, body, int(deps.clock())),
