@@ -508,3 +508,26 @@ def test_the_fake_log_keeps_the_first_url() -> None:
     log.set_url("a" * 32, "https://one/", 1.0)
     log.set_url("a" * 32, "https://two/", 2.0)
     assert log.url_of("a" * 32) == "https://one/"
+
+
+def test_the_handler_drops_a_malformed_message_and_reports_a_failed_delivery_for_retry(local: Deps) -> None:
+    import socket
+
+    from fixtures.events import sqs_record
+
+    with socket.socket() as closed:  # a loopback port nothing listens on once this block ends
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    batch_id, event = _finished_batch(local, f"http://127.0.0.1:{port}/hook")
+    bootstrap.override(local)
+    attrs = {"ApproximateReceiveCount": "2", "SentTimestamp": "1"}
+    bad, good = sqs_record("not json", attrs), sqs_record(json.dumps(event), attrs)
+    handler = load_handler("deliver_callbacks")
+    answer = handler.handler({"Records": [bad, good]}, Context())
+    assert answer == {"batchItemFailures": [{"itemIdentifier": good["messageId"]}]}
+    queue: Any = local.queue
+    assert queue.delays == [60]  # the second attempt's backoff: 30 s doubled
+    log: Any = local.callbacks
+    assert [(r.attempt, r.http_status, r.error) for r in log.attempts(batch_id)] == [
+        (2, None, "ConnectionRefusedError")
+    ]
