@@ -249,10 +249,10 @@ class FakeLedger:
             return self.files.get((batch_id, index))
 
     def begin_attempt(self, batch_id: str, index: int) -> int:
-        """Count an attempt and return its number (0 when there is no such row)."""
+        """Count an attempt and return its number (0 when there is no such row, or it has an outcome)."""
         with self._lock:
             row = self.files.get((batch_id, index))
-            if row is None:
+            if row is None or row.outcome is not None:
                 return 0
             self.files[(batch_id, index)] = replace(row, attempts=row.attempts + 1)
             return row.attempts + 1

@@ -276,7 +276,7 @@ class Ledger(Protocol):
         ...
 
     def begin_attempt(self, batch_id: str, index: int) -> int:
-        """Count a processing attempt; return the attempt number."""
+        """Count a processing attempt; return the attempt number (0: no such row, or already recorded)."""
         ...
 
     def record(self, batch_id: str, index: int, result: FileResult) -> FileRow:

@@ -86,9 +86,10 @@ def settings(mysql_url: str, run_id: str) -> Settings:
 
 @pytest.fixture()
 def deps(moto_aws: None, db: Any, settings: Settings) -> Iterator[Any]:
-    """Real MysqlLedger + RedisProgress, moto S3 bucket and SQS queue."""
+    """Real MysqlLedger + RedisProgress, moto S3 bucket, SQS queue and EventBridge (completions announced)."""
     import boto3
 
+    from pdfbatch.adapters.events import EventBridgeEvents
     from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
     from pdfbatch.adapters.redis import RedisProgress
     from pdfbatch.adapters.s3 import S3Store
@@ -110,6 +111,7 @@ def deps(moto_aws: None, db: Any, settings: Settings) -> Iterator[Any]:
         users=ledger,
         progress=progress,
         queue=SqsQueue(sqs, queue_url),
+        events=EventBridgeEvents(boto3.client("events", region_name="us-east-1")),
     )
     yield d
     ledger.client.close()

@@ -590,7 +590,10 @@ class MysqlLedger:
         return _file(row) if row else None
 
     def begin_attempt(self, batch_id: str, index: int) -> int:
-        """Count an attempt and return its number (0 when there is no such row).
+        """Count an attempt and return its number (0 when there is no such row, or it has an outcome).
+
+        A recorded row is never touched again: a duplicate delivery that read the row just before the
+        first one recorded it must not change it after the batch's report was written from it.
 
         One statement, not UPDATE then SELECT: LAST_INSERT_ID(expr) makes the server return the new
         count in the UPDATE's own reply (as the insert id), per connection, so no other writer can
@@ -599,7 +602,7 @@ class MysqlLedger:
         with self.client.cursor() as cur:
             cur.execute(
                 "UPDATE pdfbatch_files SET attempts = LAST_INSERT_ID(attempts + 1), started_at = %s "
-                "WHERE batch_id = %s AND entry_index = %s",
+                "WHERE batch_id = %s AND entry_index = %s AND outcome IS NULL",
                 (self._clock(), batch_id, index),
             )
             return int(cur.lastrowid or 0) if cur.rowcount == 1 else 0

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from pdfbatch import delivery
 from pdfbatch.errors import NotFound
 from pdfbatch.model import (
     COUNTED_OUTCOMES,
@@ -68,6 +69,11 @@ RULES: tuple[tuple[str, str], ...] = (
         "no_staged_leftovers",
         "no staged copy of a linked file (or of an entry with no outcome) outlives its batch; the others "
         "stay under staging/{batchId}/ for `pdfbatch retry` until the lifecycle rule expires them",
+    ),
+    (
+        "reports_match_ledger",
+        "every final batch is announced, and its reports/{batchId}/results.csv and summary.json equal what "
+        "the ledger holds now, byte for byte",
     ),
     (
         "uploads_accounted",
@@ -256,6 +262,8 @@ class BatchEvidence:
     counts: dict[str, int]
     live: LiveProgress | None
     staged: list[str]
+    # report_keys' names -> the bytes S3 holds (None: missing); read for final batches only
+    report: dict[str, bytes | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -278,6 +286,13 @@ def _files(ledger: Ledger, batch_id: str) -> list[FileRow]:
             return rows
 
 
+def _bytes_or_none(store: ObjectStore, bucket: str, key: str) -> bytes | None:
+    try:
+        return store.get_bytes(bucket, key)
+    except NotFound:
+        return None
+
+
 def gather(
     sources: Sources, batch_ids: Iterable[str], oracle: Oracle | None = None, workers: int = 8
 ) -> Evidence:
@@ -296,6 +311,11 @@ def gather(
             live=sources.progress.get(batch_id) if sources.progress else None,
             staged=sources.objects.list_keys(sources.bucket, f"staging/{batch_id}/"),
         )
+        if row is not None and row.status in FINAL_STATUSES:
+            batches[batch_id].report = {
+                name: _bytes_or_none(sources.store, sources.bucket, key)
+                for name, key in delivery.report_keys(batch_id).items()
+            }
     named = {f.user_id for b in batches.values() for f in b.files if f.user_id is not None}
     named |= {u for u in (oracle.owners.values() if oracle else ()) if u is not None}
     keys = sorted({f.final_key for b in batches.values() for f in b.files if f.final_key})
@@ -513,6 +533,52 @@ def no_staged_leftovers(ev: Evidence, r: Result) -> None:
         )
 
 
+def reports_match_ledger(ev: Evidence, r: Result) -> None:
+    """A final batch is marked announced and its report files are what the ledger writes now.
+
+    A batch finished before announcing existed is announced by the next status read of it (or
+    ``pdfbatch report BATCH --download``). A difference names the entry and the columns, not the values.
+    """
+    for b in ev.batches.values():
+        if b.row is None or b.row.status not in FINAL_STATUSES:
+            continue
+        r.checked += 1
+        if b.row.announced_at is None:
+            r.fail(batchId=b.batch_id, problem="final but not announced", status=b.row.status)
+        csv_data, summary = b.report.get("csv"), b.report.get("summary")
+        if csv_data is None or summary is None:
+            missing = [name for name in ("csv", "summary") if b.report.get(name) is None]
+            r.fail(batchId=b.batch_id, problem="report file missing", missing=missing)
+            continue
+        if csv_data != delivery.results_csv(b.files):
+            r.fail(
+                batchId=b.batch_id,
+                problem="results.csv differs from the ledger",
+                **_csv_diff(csv_data, b.files),
+            )
+        if summary != delivery.summary_json(b.row):
+            written = json.loads(summary)
+            now = delivery.summary(b.row)
+            fields = sorted(k for k in written.keys() | now.keys() if written.get(k) != now.get(k))
+            r.fail(batchId=b.batch_id, problem="summary.json differs from the ledger", fields=fields)
+
+
+def _csv_diff(data: bytes, files: Sequence[FileRow]) -> dict[str, Any]:
+    """Where a written results.csv and the ledger first differ: entry index and column names only."""
+    try:
+        written = delivery.read_results_csv(data)
+    except (AssertionError, UnicodeDecodeError, ValueError):
+        return {"where": "not a pdfbatch results.csv"}
+    ledger = [delivery.csv_row(f) for f in files]
+    if len(written) != len(ledger):
+        return {"rowsWritten": len(written), "rowsInLedger": len(ledger)}
+    for want, got in zip(ledger, written, strict=True):
+        if want != got:
+            columns = [c for c, w, g in zip(delivery.CSV_COLUMNS, want, got, strict=False) if w != g]
+            return {"index": want[0], "columns": columns}
+    return {"where": "encoding"}
+
+
 def _matches(batch: BatchEvidence, upload: ExpectedUpload) -> bool:
     names = Counter(n for n, _ in upload.entries)
     if Counter(f.name for f in batch.files) != names:
@@ -564,5 +630,6 @@ def evaluate(ev: Evidence, oracle: Oracle | None = None) -> Report:
     final_objects_exist(ev, results["final_objects_exist"])
     links_match_oracle(ev, results["links_match_oracle"], oracle)
     no_staged_leftovers(ev, results["no_staged_leftovers"])
+    reports_match_ledger(ev, results["reports_match_ledger"])
     uploads_accounted(ev, results["uploads_accounted"], oracle)
     return Report(list(ev.batches), list(results.values()))
