@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pdfbatch.errors import InvalidInput
@@ -32,11 +31,25 @@ KEY_RE = re.compile(re.escape(KEY_PREFIX) + r"[A-Za-z0-9_-]{43}")
 TENANT_DROP_RE = re.compile(r"uploads/([^/]+)/.+", re.DOTALL)
 
 
-@dataclass(frozen=True)
 class Caller:
-    """Whoever presented a valid key: the admin (``tenant`` None) or one tenant."""
+    """Whoever presented a valid key: the admin (``tenant`` None) or one tenant.
 
-    tenant: str | None = None
+    (A plain class, not a frozen dataclass: building one at import costs status's cold start a few ms.)
+    """
+
+    __slots__ = ("tenant",)
+
+    def __init__(self, tenant: str | None = None) -> None:
+        self.tenant = tenant
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Caller) and other.tenant == self.tenant
+
+    def __hash__(self) -> int:
+        return hash(self.tenant)
+
+    def __repr__(self) -> str:
+        return f"Caller({self.tenant!r})"
 
     @property
     def is_admin(self) -> bool:
