@@ -127,6 +127,14 @@ _ER_DUP_FIELDNAME = 1060
 _ER_DUP_KEYNAME = 1061
 
 _SELECT_BATCH = "SELECT * FROM pdfbatch_batches WHERE batch_id = %s"
+_FIND_BATCHES = (
+    "SELECT * FROM pdfbatch_batches WHERE key_hash = %s AND object_key = %s "
+    "ORDER BY created_at DESC LIMIT 100"
+)
+_FIND_TENANT_BATCHES = (
+    "SELECT * FROM pdfbatch_batches WHERE key_hash = %s AND object_key = %s AND tenant = %s "
+    "ORDER BY created_at DESC LIMIT 100"
+)
 _SELECT_FILE = "SELECT * FROM pdfbatch_files WHERE batch_id = %s AND entry_index = %s"
 _SELECT_LINKED_KEYS = (
     "SELECT DISTINCT final_key FROM pdfbatch_files "
@@ -500,14 +508,11 @@ class MysqlLedger:
 
     def find_batches(self, key: str, tenant: str | None = None) -> list[BatchRow]:
         """Batches created from ``key`` (newest first, at most 100); only ``tenant``'s when given."""
-        mine = "" if tenant is None else "AND tenant = %s "
-        args = (_key_hash(key), key) if tenant is None else (_key_hash(key), key, tenant)
         with self.client.cursor() as cur:
-            cur.execute(
-                "SELECT * FROM pdfbatch_batches WHERE key_hash = %s AND object_key = %s "
-                f"{mine}ORDER BY created_at DESC LIMIT 100",
-                args,
-            )
+            if tenant is None:
+                cur.execute(_FIND_BATCHES, (_key_hash(key), key))
+            else:
+                cur.execute(_FIND_TENANT_BATCHES, (_key_hash(key), key, tenant))
             rows = cur.fetchall()
         return [_batch(r) for r in rows]
 
