@@ -61,7 +61,13 @@ def db(mysql_url: str) -> Iterator[Any]:
     conn = _root_conn(parse_mysql_url(mysql_url).database)
     with conn.cursor() as cur:
         cur.execute(USERS_DDL)
-        for table in ("users", "pdfbatch_files", "pdfbatch_batches", "pdfbatch_uploads"):
+        for table in (
+            "users",
+            "pdfbatch_files",
+            "pdfbatch_batches",
+            "pdfbatch_uploads",
+            "pdfbatch_tenant_keys",
+        ):
             cur.execute(f"DELETE FROM `{table}`")
     yield conn
     conn.close()
@@ -94,6 +100,7 @@ def deps(moto_aws: None, db: Any, settings: Settings) -> Iterator[Any]:
     from pdfbatch.adapters.redis import RedisProgress
     from pdfbatch.adapters.s3 import S3Store
     from pdfbatch.adapters.sqs import SqsQueue
+    from pdfbatch.adapters.tenant_keys import MysqlTenantKeys
     from pdfbatch.services import Deps
 
     s3 = boto3.client("s3", region_name="us-east-1")
@@ -112,6 +119,7 @@ def deps(moto_aws: None, db: Any, settings: Settings) -> Iterator[Any]:
         progress=progress,
         queue=SqsQueue(sqs, queue_url),
         events=EventBridgeEvents(boto3.client("events", region_name="us-east-1")),
+        tenants=MysqlTenantKeys(ledger.client),
     )
     yield d
     ledger.client.close()

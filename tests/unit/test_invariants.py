@@ -395,3 +395,31 @@ def test_an_oracle_survives_its_json_file(owner: str | None, tmp_path: Path) -> 
     path = tmp_path / "oracle.json"
     path.write_text(json.dumps(oracle.as_json()))
     assert Oracle.load(path) == oracle
+
+
+def test_a_drop_owned_by_a_tenant_its_key_does_not_name_is_reported(deps: Deps, ledger: FakeLedger) -> None:
+    # GIVEN a clean run of a ZIP dropped straight into uploads/ (the admin's)
+    run = run_batch(deps)
+    assert verify(deps, run).result("owners_match_origin").held is True
+    # WHEN the ledger says a tenant owns it
+    ledger.batches[run.batch_id] = replace(ledger.batches[run.batch_id], tenant="acme")
+    # THEN the owner does not fit the key
+    broken_only(verify(deps, run), "owners_match_origin")
+    # AND an owner that is no tenant name at all is reported too
+    ledger.batches[run.batch_id] = replace(ledger.batches[run.batch_id], tenant="../x")
+    broken_only(verify(deps, run), "owners_match_origin")
+
+
+def test_a_later_upload_owned_by_someone_else_than_its_links_batch_is_reported(
+    deps: Deps, ledger: FakeLedger
+) -> None:
+    # GIVEN acme's batch, and a later upload through its link (both acme's: the rule holds)
+    first = ledger.create_batch("a" * 32, BUCKET, f"uploads/{'a' * 32}.zip", "api", "COMPLETED", "acme")
+    later = ledger.create_batch("b" * 32, BUCKET, first.object_key, "s3", "COMPLETED", "acme")
+    sources = Sources.from_deps(deps, S3Keys(deps.store.client))  # type: ignore[attr-defined]
+    assert check(sources, [later.batch_id]).result("owners_match_origin").held is True
+    # WHEN the later upload is recorded as the admin's
+    ledger.batches[later.batch_id] = replace(later, tenant=None)
+    # THEN it is reported, naming the link's batch
+    result = check(sources, [later.batch_id]).result("owners_match_origin")
+    assert result.held is False and result.examples[0]["firstBatch"] == first.batch_id

@@ -7,6 +7,7 @@ import argparse
 from pdfbatch.cli.batches import files_cmd, find_cmd, status_cmd, upload
 from pdfbatch.cli.common import EXIT_CODES
 from pdfbatch.cli.demo import demo
+from pdfbatch.cli.keys import add_keys
 from pdfbatch.cli.operator import add_check, dlq_cmd, gc_cmd, report_cmd, retry_cmd
 from pdfbatch.cli.stack import stack_down, stack_key, stack_status, stack_up
 
@@ -146,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=report_cmd)
     add_check(sub)
+    add_keys(sub)
 
     p = sub.add_parser(
         "gc",

@@ -34,6 +34,8 @@ from pdfbatch.model import (
     Reason,
 )
 from pdfbatch.ports import BatchRow, FileRow, Ledger, LiveProgress, ObjectStore, Progress, Users
+from pdfbatch.services.batches import UPLOAD_KEY_RE
+from pdfbatch.tenants import drop_tenant, valid_tenant
 
 MAX_EXAMPLES = 10
 _PAGE = 1000
@@ -79,6 +81,12 @@ RULES: tuple[tuple[str, str], ...] = (
         "uploads_accounted",
         "every accepted upload is its own batch (or a batch FAILED as a whole), holding that upload's "
         "entries and contents (needs the oracle's uploads)",
+    ),
+    (
+        "owners_match_origin",
+        "every batch has one owner that fits how it began: the admin (none) or a tenant name; a ZIP dropped "
+        "under uploads/{tenant}/ is that tenant's or the admin's, any other drop the admin's, and a later "
+        "upload through a batch's link has that batch's owner",
     ),
 )
 _BATCH_REASONS = frozenset(str(r) for r in BatchReason)
@@ -275,6 +283,8 @@ class Evidence:
     objects: dict[str, str | None]  # final keys of linked rows -> sha256 of what S3 holds (None: missing)
     pdf_url: Callable[[str], str]
     linked_prefix: str  # pdf_url of "pdfs/": a pdf_url starting with it points into this bucket
+    # batches whose link (uploads/{id}.zip) a later upload reused -> their owner (absent: no such batch)
+    link_owners: dict[str, str | None] = field(default_factory=dict)
 
 
 def _files(ledger: Ledger, batch_id: str) -> list[FileRow]:
@@ -330,7 +340,14 @@ def gather(
         shas = dict(zip(keys, pool.map(digest, keys), strict=True))
         users = sorted(named)
         urls = dict(zip(users, pool.map(sources.users.pdf_url_of, users), strict=True))
-    return Evidence(batches, urls, shas, sources.pdf_url, sources.pdf_url("pdfs/"))
+    link_owners: dict[str, str | None] = {}
+    for b in batches.values():
+        link = UPLOAD_KEY_RE.fullmatch(b.row.object_key) if b.row else None
+        if link is not None and link.group(1) != b.batch_id and link.group(1) not in link_owners:
+            first = sources.ledger.get_batch(link.group(1))
+            if first is not None:
+                link_owners[first.batch_id] = first.tenant
+    return Evidence(batches, urls, shas, sources.pdf_url, sources.pdf_url("pdfs/"), link_owners)
 
 
 # --- the invariants --------------------------------------------------------------------------------------
@@ -613,6 +630,24 @@ def uploads_accounted(ev: Evidence, r: Result, oracle: Oracle | None) -> None:
             )
 
 
+def owners_match_origin(ev: Evidence, r: Result) -> None:
+    """A batch's owner (tenant) fits its key: a tenant prefix's tenant, its link's batch's owner, or none."""
+    for b in ev.batches.values():
+        if b.row is None:
+            continue
+        r.checked += 1
+        owner, key = b.row.tenant, b.row.object_key
+        link = UPLOAD_KEY_RE.fullmatch(key)
+        if owner is not None and not valid_tenant(owner):
+            r.fail(batchId=b.batch_id, problem="owner is not a tenant name")
+        elif link is not None:
+            first = link.group(1)
+            if first != b.batch_id and first in ev.link_owners and ev.link_owners[first] != owner:
+                r.fail(batchId=b.batch_id, firstBatch=first, problem="owner differs from its link's batch")
+        elif owner is not None and owner != drop_tenant(key):
+            r.fail(batchId=b.batch_id, problem="a drop owned by a tenant its key does not name")
+
+
 def check(sources: Sources, batch_ids: Iterable[str], oracle: Oracle | None = None) -> Report:
     """Gather the evidence of ``batch_ids`` and evaluate every invariant over it."""
     ev = gather(sources, batch_ids, oracle)
@@ -632,4 +667,5 @@ def evaluate(ev: Evidence, oracle: Oracle | None = None) -> Report:
     no_staged_leftovers(ev, results["no_staged_leftovers"])
     reports_match_ledger(ev, results["reports_match_ledger"])
     uploads_accounted(ev, results["uploads_accounted"], oracle)
+    owners_match_origin(ev, results["owners_match_origin"])
     return Report(list(ev.batches), list(results.values()))
