@@ -17,7 +17,16 @@ from pdfbatch.adapters.redis import hash_fields, live_progress
 from pdfbatch.adapters.users_table import can_hold, normalise
 from pdfbatch.errors import DependencyUnavailable, ProgressMissing, UsersTableError
 from pdfbatch.model import COUNTED_OUTCOMES, FINAL_STATUSES, FileResult
-from pdfbatch.ports import BatchRow, CallbackAttempt, DoneFile, FileRow, LiveProgress, NewEntry, UserRow
+from pdfbatch.ports import (
+    BatchRow,
+    CallbackAttempt,
+    DoneFile,
+    FileRow,
+    LiveProgress,
+    NewEntry,
+    TenantKey,
+    UserRow,
+)
 
 _FINAL = ("COMPLETED", "FAILED")
 
@@ -92,13 +101,30 @@ class FakeLedger:
 
     # ---- batches -----------------------------------------------------------------------------
 
-    def create_batch(self, batch_id: str, bucket: str, key: str, source: str, status: str) -> BatchRow:
-        """Insert the batch if new and return the stored row."""
+    def create_batch(
+        self, batch_id: str, bucket: str, key: str, source: str, status: str, tenant: str | None = None
+    ) -> BatchRow:
+        """Insert the batch (owned by ``tenant``) if new and return the stored row."""
         now = self._clock()
         with self._lock:
             return self.batches.setdefault(
                 batch_id,
-                BatchRow(batch_id, bucket, key, source, status, None, 0, {}, None, now, now, None, None),
+                BatchRow(
+                    batch_id,
+                    bucket,
+                    key,
+                    source,
+                    status,
+                    None,
+                    0,
+                    {},
+                    None,
+                    now,
+                    now,
+                    None,
+                    None,
+                    tenant=tenant,
+                ),
             )
 
     def batch_for_upload(self, token: str, candidate_id: str, preferred_id: str | None = None) -> str:
@@ -147,10 +173,14 @@ class FakeLedger:
         with self._lock:
             return self.batches.get(batch_id)
 
-    def find_batches(self, key: str) -> list[BatchRow]:
-        """Batches created from ``key`` (newest first, at most 100)."""
+    def find_batches(self, key: str, tenant: str | None = None) -> list[BatchRow]:
+        """Batches created from ``key`` (newest first, at most 100); only ``tenant``'s when given."""
         with self._lock:
-            rows = [b for b in self.batches.values() if b.object_key == key]
+            rows = [
+                b
+                for b in self.batches.values()
+                if b.object_key == key and (tenant is None or b.tenant == tenant)
+            ]
         return sorted(rows, key=lambda b: b.created_at, reverse=True)[:100]
 
     def _update_batch(self, batch_id: str, **changes: Any) -> None:
@@ -249,10 +279,10 @@ class FakeLedger:
             return self.files.get((batch_id, index))
 
     def begin_attempt(self, batch_id: str, index: int) -> int:
-        """Count an attempt and return its number (0 when there is no such row)."""
+        """Count an attempt and return its number (0 when there is no such row, or it has an outcome)."""
         with self._lock:
             row = self.files.get((batch_id, index))
-            if row is None:
+            if row is None or row.outcome is not None:
                 return 0
             self.files[(batch_id, index)] = replace(row, attempts=row.attempts + 1)
             return row.attempts + 1
@@ -626,3 +656,40 @@ class FakeCallbackLog:
         return sorted(
             (r for r in self.rows.values() if r.batch_id == batch_id), key=lambda r: (r.started_at, r.attempt)
         )
+
+
+class FakeTenantKeys:
+    """ports.TenantKeys in memory, as adapters/tenant_keys.py (hashes only)."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self.keys: dict[str, TenantKey] = {}
+        self.lookups = 0  # tenant_of calls: the status function's one read per request
+
+    def add(self, tenant: str, key_hash: str) -> TenantKey:
+        """Store a new key's hash for ``tenant``."""
+        if key_hash in self.keys:
+            raise ValueError("duplicate key hash (MySQL: 1062)")
+        self.keys[key_hash] = TenantKey(key_hash, tenant, self._clock(), None)
+        return self.keys[key_hash]
+
+    def tenant_of(self, key_hash: str) -> str | None:
+        """The tenant of a live key with this hash, or None."""
+        self.lookups += 1
+        key = self.keys.get(key_hash)
+        return key.tenant if key is not None and key.revoked_at is None else None
+
+    def is_active(self, tenant: str) -> bool:
+        """Whether ``tenant`` holds a live key."""
+        return any(k.tenant == tenant and k.revoked_at is None for k in self.keys.values())
+
+    def revoke(self, tenant: str) -> int:
+        """Revoke every live key of ``tenant``; how many."""
+        live = [h for h, k in self.keys.items() if k.tenant == tenant and k.revoked_at is None]
+        for h in live:
+            self.keys[h] = replace(self.keys[h], revoked_at=self._clock())
+        return len(live)
+
+    def list_keys(self) -> list[TenantKey]:
+        """Every key row, by tenant and creation time."""
+        return sorted(self.keys.values(), key=lambda k: (k.tenant, k.created_at))

@@ -1,7 +1,10 @@
 """status: the REST API (API Gateway proxy) for creating batches and polling their progress.
 
-Every route needs the API key (x-api-key) except the upload page (GET /) and the API's own
-description (GET /openapi.json), which hold no data: the page asks for the key itself.
+Every route needs an API key (x-api-key) except the upload page (GET /) and the API's own
+description (GET /openapi.json), which hold no data: the page asks for the key itself. The admin key
+sees every batch; a tenant key only its tenant's, and any other batch is the same 404 as an unknown id
+(pdfbatch.tenants, services/views.py). A tenant key is looked up in MySQL on every request, uncached,
+so a revocation holds from the next request on.
 
 Every malformed request is a 4xx with a JSON error, never a raise (API Gateway's 502): query values
 are read through ``_query`` (text only: a lone surrogate is 400) and numbers through ``_number``
@@ -34,6 +37,7 @@ from pdfbatch.errors import (
 )
 from pdfbatch.logs import logger
 from pdfbatch.services import batches, views
+from pdfbatch.tenants import ADMIN, Caller
 
 PUBLIC_ROUTES = frozenset({("GET", "/"), ("GET", "/openapi.json")})
 JSON = "application/json"
@@ -140,7 +144,7 @@ def _error(status: int, code: str, message: str, headers: Mapping[str, str] | No
 # --- routes ---------------------------------------------------------------------------------------
 
 
-def upload_page(request: Request) -> dict[str, Any]:
+def upload_page(request: Request, caller: Caller) -> dict[str, Any]:
     """The upload page: plain HTML with its script and style inline, allowed by hash in its CSP."""
     page = web.upload_page(get_settings())
     headers = {
@@ -152,13 +156,14 @@ def upload_page(request: Request) -> dict[str, Any]:
     return response(200, page.html, "text/html; charset=utf-8", headers)
 
 
-def openapi(request: Request) -> dict[str, Any]:
+def openapi(request: Request, caller: Caller) -> dict[str, Any]:
     """The OpenAPI 3.1 description of this API (the file shipped in pdfbatch/web)."""
     return response(200, web.openapi_document(), JSON, {"Cache-Control": "max-age=300"})
 
 
-def create_batch(request: Request) -> dict[str, Any]:
-    """A new batch id and the presigned POST to upload its ZIP; optionally {"callbackUrl": "https://..."}."""
+def create_batch(request: Request, caller: Caller) -> dict[str, Any]:
+    """A new batch id (the caller's tenant owns it) and the presigned POST to upload its ZIP; optionally
+    {"callbackUrl": "https://..."}, where the batch's summary is POSTed, signed, when it ends."""
     body = request.json_object()
     unknown = sorted(set(body) - {"callbackUrl"})
     if unknown:
@@ -166,27 +171,27 @@ def create_batch(request: Request) -> dict[str, Any]:
     url = body.get("callbackUrl")
     if "callbackUrl" in body and not (isinstance(url, str) and _is_text(url)):
         raise InvalidInput("callbackUrl must be a string")  # null too: leave the field out instead
-    return response(201, batches.create_batch(get_deps(), url))
+    return response(201, batches.create_batch(get_deps(), caller, url))
 
 
-def find_batches(request: Request) -> dict[str, Any]:
+def find_batches(request: Request, caller: Caller) -> dict[str, Any]:
     """Batches of an object key dropped with the AWS CLI: GET /batches?key=uploads/x.zip."""
     key = request.text("key") or ""
     if not key:
         raise InvalidInput("query parameter 'key' is required")
-    return response(200, views.find_batches(get_deps(), key))
+    return response(200, views.find_batches(get_deps(), key, caller))
 
 
-def get_batch(request: Request, batch_id: str) -> dict[str, Any]:
+def get_batch(request: Request, caller: Caller, batch_id: str) -> dict[str, Any]:
     """Progress of one batch; clients are told when to poll again while it runs."""
-    body = views.batch_status(get_deps(), batch_id)
+    body = views.batch_status(get_deps(), batch_id, caller)
     headers = {"Cache-Control": "no-store"}
     if body["status"] in ("PENDING", "PROCESSING"):
         headers["Retry-After"] = "1"
     return response(200, body, JSON, headers)
 
 
-def get_files(request: Request, batch_id: str) -> dict[str, Any]:
+def get_files(request: Request, caller: Caller, batch_id: str) -> dict[str, Any]:
     """Per-file results, paginated: ?limit=&cursor=&outcome=."""
     body = views.list_files(
         get_deps(),
@@ -194,12 +199,14 @@ def get_files(request: Request, batch_id: str) -> dict[str, Any]:
         cursor=request.text("cursor"),
         limit=request.number("limit", 100, most=1000),
         outcome=request.text("outcome"),
+        caller=caller,
     )
     return response(200, body)
 
 
 Route = Callable[..., dict[str, Any]]
-# (method, path as the OpenAPI document writes it, handler); a {parameter} is one path segment.
+# (method, path as the OpenAPI document writes it, handler); a {parameter} is one path segment. Each
+# handler is called with the request, the caller (ADMIN on the public routes) and the path's parameters.
 ROUTES: tuple[tuple[str, str, Route], ...] = (
     ("GET", "/", upload_page),
     ("GET", "/openapi.json", openapi),
@@ -218,18 +225,28 @@ _COMPILED = tuple((method, _pattern(path), run) for method, path, run in ROUTES)
 
 
 def route(request: Request) -> dict[str, Any]:
-    """Every documented route but PUBLIC_ROUTES needs the shared API key (401 without one, 403 with a
-    wrong one); a method the document does not list for a known path is 405, an unknown path 404."""
+    """Every documented route but PUBLIC_ROUTES needs an API key, the admin's or a live tenant key
+    (401 without one, 403 with a wrong or revoked one); a method the document does not list for a
+    known path is 405, an unknown path 404."""
     allowed = web.methods_of(request.path)
     if allowed and request.method not in allowed:
         allow = {"Allow": ", ".join(sorted(allowed))}
         return _error(405, "method_not_allowed", f"{request.method} is not allowed here", allow)
+    caller = ADMIN
     if allowed and (request.method, request.path) not in PUBLIC_ROUTES:
-        auth.check_api_key(get_settings().api_key, request.headers.get(auth.HEADER.lower()))
+        caller = auth.authenticate(
+            get_settings().api_key, request.headers.get(auth.HEADER.lower()), _tenant_of
+        )
     for method, pattern, run in _COMPILED:
         if method == request.method and (match := pattern.fullmatch(request.path)):
-            return run(request, *match.groups())
+            return run(request, caller, *match.groups())
     return _error(404, "not_found", "no such route")
+
+
+def _tenant_of(key_hash: str) -> str | None:
+    """The live tenant of a key hash (one indexed MySQL read), None when there are no tenant keys."""
+    tenants = get_deps().tenants
+    return tenants.tenant_of(key_hash) if tenants is not None else None
 
 
 # --- errors: each a JSON answer, looked up by the exception's class and then its bases ----------------
@@ -242,7 +259,7 @@ def unauthenticated(request: Request, exc: Exception) -> dict[str, Any]:
 
 
 def forbidden(request: Request, exc: Exception) -> dict[str, Any]:
-    """403: an API key that is not the configured one."""
+    """403: an API key that is neither the admin's nor a live tenant key (a revoked one included)."""
     logger.warning("request with a wrong API key", extra={"path": request.path})
     return _error(403, "forbidden", str(exc))
 

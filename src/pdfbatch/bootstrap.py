@@ -57,6 +57,7 @@ def build_deps(
     from pdfbatch.adapters.redis import RedisProgress
     from pdfbatch.adapters.s3 import S3Store
     from pdfbatch.adapters.sqs import SqsQueue
+    from pdfbatch.adapters.tenant_keys import MysqlTenantKeys
 
     settings.require("bucket")
     if need_queue:
@@ -86,6 +87,7 @@ def build_deps(
         # The client opens no connection until a batch is announced (tally.announce).
         events=EventBridgeEvents(boto3_client("events", settings, io=io)),
         callbacks=MysqlCallbackLog(mysql),
+        tenants=MysqlTenantKeys(mysql),
     )
 
 

@@ -39,6 +39,7 @@ class BatchRow:
     object_version: str | None = None  # the ZIP's S3 version unzip read (None: unversioned, or not yet)
     announce_started_at: float | None = None  # an announcer's claim (tally.announce); a lease
     announced_at: float | None = None  # report written and completion event put for this final status
+    tenant: str | None = None  # the tenant that owns it (tenants.py); None: the admin's only
 
 
 @dataclass(frozen=True)
@@ -218,16 +219,19 @@ class Users(Protocol):
 class Ledger(Protocol):
     """Durable per-batch and per-file records in MySQL."""
 
-    def create_batch(self, batch_id: str, bucket: str, key: str, source: str, status: str) -> BatchRow:
-        """Insert the batch if new; return the row as stored (existing rows are left alone)."""
+    def create_batch(
+        self, batch_id: str, bucket: str, key: str, source: str, status: str, tenant: str | None = None
+    ) -> BatchRow:
+        """Insert the batch (owned by ``tenant``, None: the admin) if new; return the row as stored
+        (existing rows are left alone, their owner too)."""
         ...
 
     def get_batch(self, batch_id: str) -> BatchRow | None:
         """The batch row, or None."""
         ...
 
-    def find_batches(self, key: str) -> list[BatchRow]:
-        """Batches created from an object key, newest first."""
+    def find_batches(self, key: str, tenant: str | None = None) -> list[BatchRow]:
+        """Batches created from an object key, newest first; only ``tenant``'s when one is given."""
         ...
 
     def batch_for_upload(self, token: str, candidate_id: str, preferred_id: str | None = None) -> str:
@@ -276,7 +280,7 @@ class Ledger(Protocol):
         ...
 
     def begin_attempt(self, batch_id: str, index: int) -> int:
-        """Count a processing attempt; return the attempt number."""
+        """Count a processing attempt; return the attempt number (0: no such row, or already recorded)."""
         ...
 
     def record(self, batch_id: str, index: int, result: FileResult) -> FileRow:
@@ -440,4 +444,38 @@ class CallbackLog(Protocol):
 
     def attempts(self, batch_id: str) -> list[CallbackAttempt]:
         """Every attempt of the batch's deliveries, oldest first."""
+        ...
+
+
+@dataclass(frozen=True)
+class TenantKey:
+    """One tenant key as stored: never the key itself, only its hash (shown as a short id)."""
+
+    key_hash: str
+    tenant: str
+    created_at: float
+    revoked_at: float | None
+
+
+class TenantKeys(Protocol):
+    """The tenant keys table (MySQL): hashes of keys, each with its tenant and whether it is revoked."""
+
+    def add(self, tenant: str, key_hash: str) -> TenantKey:
+        """Store a new key's hash for ``tenant``."""
+        ...
+
+    def tenant_of(self, key_hash: str) -> str | None:
+        """The tenant of a live (not revoked) key with this hash, or None: one indexed read."""
+        ...
+
+    def is_active(self, tenant: str) -> bool:
+        """Whether ``tenant`` holds at least one live key."""
+        ...
+
+    def revoke(self, tenant: str) -> int:
+        """Revoke every live key of ``tenant``; how many were revoked (0: none, or already revoked)."""
+        ...
+
+    def list_keys(self) -> list[TenantKey]:
+        """Every key row, by tenant and creation time."""
         ...

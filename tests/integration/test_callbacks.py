@@ -146,7 +146,7 @@ def test_consumers_racing_for_one_attempt_on_separate_connections_record_it_once
 def _finished_batch(deps: Deps, url: str) -> tuple[str, service.Delivery]:
     queue: Any = deps.queue
     deps = replace(deps, queue=queue.work)  # the pipeline runs on the work queue
-    created = batches.create_batch(deps, url)
+    created = batches.create_batch(deps, callback_url=url)
     data = make_zip([("cv.pdf", pdfs.text_pdf(["no address"])), ("n.txt", b"x")])
     staging.stage_zip(deps, upload(deps, data, key=created["key"]))
     drain(deps)

@@ -148,6 +148,7 @@ def ledger_script(side: LedgerSide, run: str) -> Transcript:
     # outcomes
     tick(0.1)
     call("record", ledger.record, b1, 1, FileResult("skipped_no_match", "no_email", sha256="cd" * 32))
+    call("attempt on a recorded row", ledger.begin_attempt, b1, 1)
     call(
         "record ambiguous",
         ledger.record,

@@ -44,7 +44,7 @@ def test_a_run_on_mysql_and_redis_holds_every_invariant_until_a_counter_drifts(d
     # WHEN it is checked
     clean = check(sources, [report.batch_id], oracle)
     # THEN every invariant held
-    assert clean.ok and all(r.held for r in clean.results), clean.lines()
+    assert clean.ok and all(r.held for r in clean.results), "\n".join(clean.lines())
     # WHEN the live counters drift by one
     redis.Redis.from_url(deps.settings.redis_url).hincrby(progress_key(report.batch_id), "linked", 1)
     drifted = check(sources, [report.batch_id], oracle)

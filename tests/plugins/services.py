@@ -61,7 +61,13 @@ def db(mysql_url: str) -> Iterator[Any]:
     conn = _root_conn(parse_mysql_url(mysql_url).database)
     with conn.cursor() as cur:
         cur.execute(USERS_DDL)
-        for table in ("users", "pdfbatch_files", "pdfbatch_batches", "pdfbatch_uploads"):
+        for table in (
+            "users",
+            "pdfbatch_files",
+            "pdfbatch_batches",
+            "pdfbatch_uploads",
+            "pdfbatch_tenant_keys",
+        ):
             cur.execute(f"DELETE FROM `{table}`")
     yield conn
     conn.close()
@@ -86,13 +92,15 @@ def settings(mysql_url: str, run_id: str) -> Settings:
 
 @pytest.fixture()
 def deps(moto_aws: None, db: Any, settings: Settings) -> Iterator[Any]:
-    """Real MysqlLedger + RedisProgress, moto S3 bucket and SQS queue."""
+    """Real MysqlLedger + RedisProgress, moto S3 bucket, SQS queue and EventBridge (completions announced)."""
     import boto3
 
+    from pdfbatch.adapters.events import EventBridgeEvents
     from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
     from pdfbatch.adapters.redis import RedisProgress
     from pdfbatch.adapters.s3 import S3Store
     from pdfbatch.adapters.sqs import SqsQueue
+    from pdfbatch.adapters.tenant_keys import MysqlTenantKeys
     from pdfbatch.services import Deps
 
     s3 = boto3.client("s3", region_name="us-east-1")
@@ -110,6 +118,8 @@ def deps(moto_aws: None, db: Any, settings: Settings) -> Iterator[Any]:
         users=ledger,
         progress=progress,
         queue=SqsQueue(sqs, queue_url),
+        events=EventBridgeEvents(boto3.client("events", region_name="us-east-1")),
+        tenants=MysqlTenantKeys(ledger.client),
     )
     yield d
     ledger.client.close()

@@ -63,6 +63,18 @@ def test_without_a_stored_key_the_environment_key_is_used(
     assert ApiClient(URL, api_key="").api_key == ""
 
 
+def test_the_environment_key_wins_over_the_stored_one(
+    checkout: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN the admin key `stack up` stored on the operator's machine
+    local_api_key(checkout, "pdfbatch")
+    remember_api_url(checkout, "pdfbatch", URL)
+    # WHEN a tenant's key is given explicitly
+    monkeypatch.setenv("PDFBATCH_API_KEY", "pdfbt_a-tenant-key-0123456789")
+    # THEN the CLI acts as that tenant, not silently as the admin
+    assert ApiClient(URL).api_key == "pdfbt_a-tenant-key-0123456789"
+
+
 def test_a_corrupt_key_file_is_replaced_by_a_new_key(checkout: Path) -> None:
     path = api_key_file(checkout, "pdfbatch")
     path.parent.mkdir(parents=True)

@@ -353,7 +353,7 @@ def _finished_batch(
 
     queue: Any = deps.queue
     deps = replace(deps, queue=queue.work)  # the pipeline runs on the work queue
-    created = batches.create_batch(deps, url)
+    created = batches.create_batch(deps, callback_url=url)
     batch_id = created["batchId"]
     ledger: Any = deps.ledger
     ledger.add_user("cb@example.com")
@@ -483,7 +483,7 @@ def test_a_replay_of_an_unknown_or_unfinished_batch_is_refused(local: Deps) -> N
 
     with pytest.raises(NotFound):
         service.replay(local, "0" * 32, lambda m: None)
-    pending = batches.create_batch(local, "http://127.0.0.1:9/")["batchId"]
+    pending = batches.create_batch(local, callback_url="http://127.0.0.1:9/")["batchId"]
     with pytest.raises(InvalidInput):
         service.replay(local, pending, lambda m: None)
 

@@ -16,6 +16,7 @@ from fakes import FakeLedger, FakeProgress
 from fixtures import pdfs
 from fixtures.pipeline import BUCKET, drain, upload
 from fixtures.zips import zipfile_zip as make_zip
+from pdfbatch import delivery
 from pdfbatch.model import staging_key
 from pdfbatch.ops.invariants import ExpectedUpload, Oracle, Report, S3Keys, Sources, check
 from pdfbatch.services import Deps, staging
@@ -207,8 +208,10 @@ def test_a_summary_that_disagrees_with_the_ledger_is_reported(deps: Deps, ledger
     batch = ledger.batches[run.batch_id]
     ledger.batches[run.batch_id] = replace(batch, counts={**batch.counts, "failed": 1})
     report = verify(deps, run)
-    broken_only(report, "counters_match_ledger")
+    # (the summary.json written at completion no longer equals the ledger's summary either)
+    assert report.broken() == ["counters_match_ledger", "reports_match_ledger"], report.lines()
     assert report.result("counters_match_ledger").examples[0]["where"] == "summary"
+    assert report.result("reports_match_ledger").examples[0]["fields"] == ["counts"]
 
 
 def test_a_user_linked_by_two_rows_is_reported(deps: Deps, ledger: FakeLedger) -> None:
@@ -317,6 +320,42 @@ def test_staged_copies_of_linked_files_left_after_the_batch_are_reported(deps: D
     assert result.note == "staged objects left by entry outcome: linked 2"
 
 
+def test_a_final_batch_never_announced_is_reported(deps: Deps, ledger: FakeLedger) -> None:
+    # GIVEN a completed batch whose announcer died before marking it (its report is written)
+    run = run_batch(deps)
+    ledger.batches[run.batch_id] = replace(ledger.batches[run.batch_id], announced_at=None)
+    # WHEN it is checked
+    report = verify(deps, run)
+    # THEN it is reported as not announced
+    broken_only(report, "reports_match_ledger")
+    assert report.result("reports_match_ledger").examples[0]["problem"] == "final but not announced"
+
+
+def test_a_missing_report_file_is_reported(deps: Deps) -> None:
+    run = run_batch(deps)
+    deps.store.delete(BUCKET, delivery.report_keys(run.batch_id)["csv"])
+    report = verify(deps, run)
+    broken_only(report, "reports_match_ledger")
+    assert report.result("reports_match_ledger").examples[0]["missing"] == ["csv"]
+
+
+def test_a_ledger_row_changed_after_the_report_was_written_is_reported_by_index_and_column(
+    deps: Deps, ledger: FakeLedger
+) -> None:
+    # GIVEN a completed batch, then one of its rows touched after the report was written (as a late
+    # duplicate delivery counting an attempt on a recorded row once did)
+    run = run_batch(deps)
+    index = run.index["s.pdf"]
+    row = ledger.files[(run.batch_id, index)]
+    ledger.files[(run.batch_id, index)] = replace(row, attempts=row.attempts + 1)
+    # WHEN it is checked
+    report = verify(deps, run)
+    # THEN the entry and the column are named, never a value
+    broken_only(report, "reports_match_ledger")
+    example = report.result("reports_match_ledger").examples[0]
+    assert (example["index"], example["columns"]) == (str(index), ["attempts"])
+
+
 def test_an_accepted_upload_with_no_batch_of_its_own_is_reported(deps: Deps) -> None:
     run = run_batch(deps)
     # the oracle knows of a second upload to the same key (a reused link): no batch holds it
@@ -356,3 +395,31 @@ def test_an_oracle_survives_its_json_file(owner: str | None, tmp_path: Path) -> 
     path = tmp_path / "oracle.json"
     path.write_text(json.dumps(oracle.as_json()))
     assert Oracle.load(path) == oracle
+
+
+def test_a_drop_owned_by_a_tenant_its_key_does_not_name_is_reported(deps: Deps, ledger: FakeLedger) -> None:
+    # GIVEN a clean run of a ZIP dropped straight into uploads/ (the admin's)
+    run = run_batch(deps)
+    assert verify(deps, run).result("owners_match_origin").held is True
+    # WHEN the ledger says a tenant owns it
+    ledger.batches[run.batch_id] = replace(ledger.batches[run.batch_id], tenant="acme")
+    # THEN the owner does not fit the key
+    broken_only(verify(deps, run), "owners_match_origin")
+    # AND an owner that is no tenant name at all is reported too
+    ledger.batches[run.batch_id] = replace(ledger.batches[run.batch_id], tenant="../x")
+    broken_only(verify(deps, run), "owners_match_origin")
+
+
+def test_a_later_upload_owned_by_someone_else_than_its_links_batch_is_reported(
+    deps: Deps, ledger: FakeLedger
+) -> None:
+    # GIVEN acme's batch, and a later upload through its link (both acme's: the rule holds)
+    first = ledger.create_batch("a" * 32, BUCKET, f"uploads/{'a' * 32}.zip", "api", "COMPLETED", "acme")
+    later = ledger.create_batch("b" * 32, BUCKET, first.object_key, "s3", "COMPLETED", "acme")
+    sources = Sources.from_deps(deps, S3Keys(deps.store.client))  # type: ignore[attr-defined]
+    assert check(sources, [later.batch_id]).result("owners_match_origin").held is True
+    # WHEN the later upload is recorded as the admin's
+    ledger.batches[later.batch_id] = replace(later, tenant=None)
+    # THEN it is reported, naming the link's batch
+    result = check(sources, [later.batch_id]).result("owners_match_origin")
+    assert result.held is False and result.examples[0]["firstBatch"] == first.batch_id

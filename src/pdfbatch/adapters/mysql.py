@@ -49,6 +49,7 @@ SCHEMA = (
       object_version VARCHAR(1024) NULL,
       announce_started_at DOUBLE NULL,
       announced_at DOUBLE NULL,
+      tenant VARCHAR(32) CHARACTER SET ascii NULL,
       KEY by_key (key_hash, created_at)
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
     """,
@@ -108,6 +109,17 @@ SCHEMA = (
       KEY by_batch (batch_id, started_at)
     ) ENGINE=InnoDB DEFAULT CHARSET=ascii COLLATE=ascii_bin
     """,
+    # Tenant keys (issue 13, adapters/tenant_keys.py): the SHA-256 of each key, never the key; the status
+    # function finds a key's tenant by its primary key, one indexed read per request.
+    """
+    CREATE TABLE IF NOT EXISTS pdfbatch_tenant_keys (
+      key_hash CHAR(64) NOT NULL PRIMARY KEY,
+      tenant VARCHAR(32) NOT NULL,
+      created_at DOUBLE NOT NULL,
+      revoked_at DOUBLE NULL,
+      KEY by_tenant (tenant, revoked_at)
+    ) ENGINE=InnoDB DEFAULT CHARSET=ascii COLLATE=ascii_bin
+    """,
 )
 
 # Columns added after the first release: (table, column, definition), added by ensure_schema when missing.
@@ -120,6 +132,8 @@ ADDED_COLUMNS = (
     ("pdfbatch_batches", "object_version", "VARCHAR(1024) NULL"),
     ("pdfbatch_batches", "announce_started_at", "DOUBLE NULL"),
     ("pdfbatch_batches", "announced_at", "DOUBLE NULL"),
+    # Issue 13: the tenant that owns the batch (NULL: the admin's; rows from before tenants are).
+    ("pdfbatch_batches", "tenant", "VARCHAR(32) CHARACTER SET ascii NULL"),
 )
 # Columns whose type changed: (table, column, definition, the DATA_TYPEs it is converted from).
 # user_id: BIGINT until the users table could have string and UUID ids; MODIFY keeps every stored id
@@ -136,6 +150,14 @@ _ER_DUP_FIELDNAME = 1060
 _ER_DUP_KEYNAME = 1061
 
 _SELECT_BATCH = "SELECT * FROM pdfbatch_batches WHERE batch_id = %s"
+_FIND_BATCHES = (
+    "SELECT * FROM pdfbatch_batches WHERE key_hash = %s AND object_key = %s "
+    "ORDER BY created_at DESC LIMIT 100"
+)
+_FIND_TENANT_BATCHES = (
+    "SELECT * FROM pdfbatch_batches WHERE key_hash = %s AND object_key = %s AND tenant = %s "
+    "ORDER BY created_at DESC LIMIT 100"
+)
 _SELECT_FILE = "SELECT * FROM pdfbatch_files WHERE batch_id = %s AND entry_index = %s"
 _SELECT_LINKED_KEYS = (
     "SELECT DISTINCT final_key FROM pdfbatch_files "
@@ -294,6 +316,7 @@ def _batch(row: Mapping[str, Any]) -> BatchRow:
         object_version=row.get("object_version"),
         announce_started_at=row.get("announce_started_at"),
         announced_at=row.get("announced_at"),
+        tenant=row.get("tenant"),
     )
 
 
@@ -438,15 +461,17 @@ class MysqlLedger:
 
     # ---- batches -----------------------------------------------------------------------------
 
-    def create_batch(self, batch_id: str, bucket: str, key: str, source: str, status: str) -> BatchRow:
-        """Insert the batch if new and return the stored row."""
+    def create_batch(
+        self, batch_id: str, bucket: str, key: str, source: str, status: str, tenant: str | None = None
+    ) -> BatchRow:
+        """Insert the batch (owned by ``tenant``) if new and return the stored row."""
         now = self._clock()
         with self.client.cursor() as cur:
             cur.execute(
                 "INSERT IGNORE INTO pdfbatch_batches "
-                "(batch_id, bucket, object_key, key_hash, source, status, created_at, updated_at) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                (batch_id, bucket, key, _key_hash(key), source, status, now, now),
+                "(batch_id, bucket, object_key, key_hash, source, status, created_at, updated_at, tenant) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (batch_id, bucket, key, _key_hash(key), source, status, now, now, tenant),
             )
             cur.execute(_SELECT_BATCH, (batch_id,))
             row = cur.fetchone()
@@ -504,14 +529,13 @@ class MysqlLedger:
             row = cur.fetchone()
         return _batch(row) if row else None
 
-    def find_batches(self, key: str) -> list[BatchRow]:
-        """Batches created from ``key`` (newest first, at most 100)."""
+    def find_batches(self, key: str, tenant: str | None = None) -> list[BatchRow]:
+        """Batches created from ``key`` (newest first, at most 100); only ``tenant``'s when given."""
         with self.client.cursor() as cur:
-            cur.execute(
-                "SELECT * FROM pdfbatch_batches WHERE key_hash = %s AND object_key = %s "
-                "ORDER BY created_at DESC LIMIT 100",
-                (_key_hash(key), key),
-            )
+            if tenant is None:
+                cur.execute(_FIND_BATCHES, (_key_hash(key), key))
+            else:
+                cur.execute(_FIND_TENANT_BATCHES, (_key_hash(key), key, tenant))
             rows = cur.fetchall()
         return [_batch(r) for r in rows]
 
@@ -613,7 +637,10 @@ class MysqlLedger:
         return _file(row) if row else None
 
     def begin_attempt(self, batch_id: str, index: int) -> int:
-        """Count an attempt and return its number (0 when there is no such row).
+        """Count an attempt and return its number (0 when there is no such row, or it has an outcome).
+
+        A recorded row is never touched again: a duplicate delivery that read the row just before the
+        first one recorded it must not change it after the batch's report was written from it.
 
         One statement, not UPDATE then SELECT: LAST_INSERT_ID(expr) makes the server return the new
         count in the UPDATE's own reply (as the insert id), per connection, so no other writer can
@@ -622,7 +649,7 @@ class MysqlLedger:
         with self.client.cursor() as cur:
             cur.execute(
                 "UPDATE pdfbatch_files SET attempts = LAST_INSERT_ID(attempts + 1), started_at = %s "
-                "WHERE batch_id = %s AND entry_index = %s",
+                "WHERE batch_id = %s AND entry_index = %s AND outcome IS NULL",
                 (self._clock(), batch_id, index),
             )
             return int(cur.lastrowid or 0) if cur.rowcount == 1 else 0

@@ -13,8 +13,13 @@ from typing import Any
 from pdfbatch.cli.common import EXIT_OK, CliError, shown, stderr_console
 
 
-def add_callbacks(sub: Any) -> None:
-    """`pdfbatch callbacks`: its sub-parser (added by parser.py in one line)."""
+def add_callbacks(sub: Any, upload: Any) -> None:
+    """`pdfbatch callbacks` (its sub-parser) and `upload --callback-url`, added by parser.py in one line."""
+    upload.add_argument(
+        "--callback-url",
+        metavar="URL",
+        help="POST the batch's summary here, signed, when it ends (https; see `pdfbatch callbacks`)",
+    )
     p = sub.add_parser(
         "callbacks",
         help="a batch's signed callback deliveries: every attempt, or --replay to deliver again",

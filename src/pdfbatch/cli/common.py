@@ -111,7 +111,7 @@ def api_client() -> Any:
         except ApiError as exc:
             raise CliError(str(exc)) from exc
         url = outputs.get("LocalApiUrl") or outputs["ApiUrl"]
-    # The key: the one `stack up` stored for this API (LocalStack), else PDFBATCH_API_KEY.
+    # The key: PDFBATCH_API_KEY (e.g. a tenant's), else the one `stack up` stored for this API (LocalStack).
     return ApiClient(url)
 
 

@@ -8,6 +8,7 @@ from pdfbatch.cli.batches import files_cmd, find_cmd, status_cmd, upload
 from pdfbatch.cli.callbacks import add_callbacks
 from pdfbatch.cli.common import EXIT_CODES
 from pdfbatch.cli.demo import demo
+from pdfbatch.cli.keys import add_keys
 from pdfbatch.cli.operator import add_check, dlq_cmd, gc_cmd, report_cmd, retry_cmd
 from pdfbatch.cli.stack import stack_down, stack_key, stack_status, stack_up
 
@@ -42,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
         p.set_defaults(func=fn)
 
-    p = sub.add_parser(
+    p = upload_parser = sub.add_parser(
         "upload",
         help="upload a ZIP of PDFs",
         formatter_class=fmt,
@@ -52,11 +53,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wait", action="store_true", help="show progress until COMPLETED or FAILED")
     p.add_argument("--json", action="store_true", help="print the final status JSON on stdout, nothing else")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait (default 3600)")
-    p.add_argument(
-        "--callback-url",
-        metavar="URL",
-        help="POST the batch's summary here, signed, when it ends (https; see `pdfbatch callbacks`)",
-    )
     p.set_defaults(func=upload)
 
     p = sub.add_parser(
@@ -151,8 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="save the batch's report file (results.csv, summary.json) in DIR/BATCH/ (default: .)",
     )
     p.set_defaults(func=report_cmd)
-    add_callbacks(sub)
+    add_callbacks(sub, upload_parser)
     add_check(sub)
+    add_keys(sub)
 
     p = sub.add_parser(
         "gc",

@@ -35,12 +35,14 @@ class ApiClient:
     """Calls the status API at ``base_url`` (ending in the stage, e.g. .../v1/)."""
 
     base_url: str
-    api_key: str | None = None  # None: the stored key of the stack at base_url, else PDFBATCH_API_KEY
+    api_key: str | None = None  # None: PDFBATCH_API_KEY, else the stored key of the stack at base_url
     timeout: float = 30.0
 
     def __post_init__(self) -> None:
         if self.api_key is None:
-            self.api_key = stored_api_key(self.base_url) or os.environ.get("PDFBATCH_API_KEY") or None
+            # The environment's key first: a tenant's key given explicitly must not be overridden by the
+            # admin key `stack up` stored on the operator's machine.
+            self.api_key = os.environ.get("PDFBATCH_API_KEY") or stored_api_key(self.base_url) or None
 
     def _url(self, path: str) -> str:
         return self.base_url.rstrip("/") + "/" + path.lstrip("/")

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from pdfbatch import delivery
 from pdfbatch.errors import NotFound
 from pdfbatch.model import (
     COUNTED_OUTCOMES,
@@ -33,6 +34,8 @@ from pdfbatch.model import (
     Reason,
 )
 from pdfbatch.ports import BatchRow, FileRow, Ledger, LiveProgress, ObjectStore, Progress, Users
+from pdfbatch.services.batches import UPLOAD_KEY_RE
+from pdfbatch.tenants import drop_tenant, valid_tenant
 
 MAX_EXAMPLES = 10
 _PAGE = 1000
@@ -70,9 +73,20 @@ RULES: tuple[tuple[str, str], ...] = (
         "stay under staging/{batchId}/ for `pdfbatch retry` until the lifecycle rule expires them",
     ),
     (
+        "reports_match_ledger",
+        "every final batch is announced, and its reports/{batchId}/results.csv and summary.json equal what "
+        "the ledger holds now, byte for byte",
+    ),
+    (
         "uploads_accounted",
         "every accepted upload is its own batch (or a batch FAILED as a whole), holding that upload's "
         "entries and contents (needs the oracle's uploads)",
+    ),
+    (
+        "owners_match_origin",
+        "every batch has one owner that fits how it began: the admin (none) or a tenant name; a ZIP dropped "
+        "under uploads/{tenant}/ is that tenant's or the admin's, any other drop the admin's, and a later "
+        "upload through a batch's link has that batch's owner",
     ),
 )
 _BATCH_REASONS = frozenset(str(r) for r in BatchReason)
@@ -256,6 +270,8 @@ class BatchEvidence:
     counts: dict[str, int]
     live: LiveProgress | None
     staged: list[str]
+    # report_keys' names -> the bytes S3 holds (None: missing); read for final batches only
+    report: dict[str, bytes | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -267,6 +283,8 @@ class Evidence:
     objects: dict[str, str | None]  # final keys of linked rows -> sha256 of what S3 holds (None: missing)
     pdf_url: Callable[[str], str]
     linked_prefix: str  # pdf_url of "pdfs/": a pdf_url starting with it points into this bucket
+    # batches whose link (uploads/{id}.zip) a later upload reused -> their owner (absent: no such batch)
+    link_owners: dict[str, str | None] = field(default_factory=dict)
 
 
 def _files(ledger: Ledger, batch_id: str) -> list[FileRow]:
@@ -276,6 +294,13 @@ def _files(ledger: Ledger, batch_id: str) -> list[FileRow]:
         rows += page
         if len(page) < _PAGE:
             return rows
+
+
+def _bytes_or_none(store: ObjectStore, bucket: str, key: str) -> bytes | None:
+    try:
+        return store.get_bytes(bucket, key)
+    except NotFound:
+        return None
 
 
 def gather(
@@ -296,6 +321,11 @@ def gather(
             live=sources.progress.get(batch_id) if sources.progress else None,
             staged=sources.objects.list_keys(sources.bucket, f"staging/{batch_id}/"),
         )
+        if row is not None and row.status in FINAL_STATUSES:
+            batches[batch_id].report = {
+                name: _bytes_or_none(sources.store, sources.bucket, key)
+                for name, key in delivery.report_keys(batch_id).items()
+            }
     named = {f.user_id for b in batches.values() for f in b.files if f.user_id is not None}
     named |= {u for u in (oracle.owners.values() if oracle else ()) if u is not None}
     keys = sorted({f.final_key for b in batches.values() for f in b.files if f.final_key})
@@ -310,7 +340,14 @@ def gather(
         shas = dict(zip(keys, pool.map(digest, keys), strict=True))
         users = sorted(named)
         urls = dict(zip(users, pool.map(sources.users.pdf_url_of, users), strict=True))
-    return Evidence(batches, urls, shas, sources.pdf_url, sources.pdf_url("pdfs/"))
+    link_owners: dict[str, str | None] = {}
+    for b in batches.values():
+        link = UPLOAD_KEY_RE.fullmatch(b.row.object_key) if b.row else None
+        if link is not None and link.group(1) != b.batch_id and link.group(1) not in link_owners:
+            first = sources.ledger.get_batch(link.group(1))
+            if first is not None:
+                link_owners[first.batch_id] = first.tenant
+    return Evidence(batches, urls, shas, sources.pdf_url, sources.pdf_url("pdfs/"), link_owners)
 
 
 # --- the invariants --------------------------------------------------------------------------------------
@@ -513,6 +550,52 @@ def no_staged_leftovers(ev: Evidence, r: Result) -> None:
         )
 
 
+def reports_match_ledger(ev: Evidence, r: Result) -> None:
+    """A final batch is marked announced and its report files are what the ledger writes now.
+
+    A batch finished before announcing existed is announced by the next status read of it (or
+    ``pdfbatch report BATCH --download``). A difference names the entry and the columns, not the values.
+    """
+    for b in ev.batches.values():
+        if b.row is None or b.row.status not in FINAL_STATUSES:
+            continue
+        r.checked += 1
+        if b.row.announced_at is None:
+            r.fail(batchId=b.batch_id, problem="final but not announced", status=b.row.status)
+        csv_data, summary = b.report.get("csv"), b.report.get("summary")
+        if csv_data is None or summary is None:
+            missing = [name for name in ("csv", "summary") if b.report.get(name) is None]
+            r.fail(batchId=b.batch_id, problem="report file missing", missing=missing)
+            continue
+        if csv_data != delivery.results_csv(b.files):
+            r.fail(
+                batchId=b.batch_id,
+                problem="results.csv differs from the ledger",
+                **_csv_diff(csv_data, b.files),
+            )
+        if summary != delivery.summary_json(b.row):
+            written = json.loads(summary)
+            now = delivery.summary(b.row)
+            fields = sorted(k for k in written.keys() | now.keys() if written.get(k) != now.get(k))
+            r.fail(batchId=b.batch_id, problem="summary.json differs from the ledger", fields=fields)
+
+
+def _csv_diff(data: bytes, files: Sequence[FileRow]) -> dict[str, Any]:
+    """Where a written results.csv and the ledger first differ: entry index and column names only."""
+    try:
+        written = delivery.read_results_csv(data)
+    except (AssertionError, UnicodeDecodeError, ValueError):
+        return {"where": "not a pdfbatch results.csv"}
+    ledger = [delivery.csv_row(f) for f in files]
+    if len(written) != len(ledger):
+        return {"rowsWritten": len(written), "rowsInLedger": len(ledger)}
+    for want, got in zip(ledger, written, strict=True):
+        if want != got:
+            columns = [c for c, w, g in zip(delivery.CSV_COLUMNS, want, got, strict=False) if w != g]
+            return {"index": want[0], "columns": columns}
+    return {"where": "encoding"}
+
+
 def _matches(batch: BatchEvidence, upload: ExpectedUpload) -> bool:
     names = Counter(n for n, _ in upload.entries)
     if Counter(f.name for f in batch.files) != names:
@@ -547,6 +630,24 @@ def uploads_accounted(ev: Evidence, r: Result, oracle: Oracle | None) -> None:
             )
 
 
+def owners_match_origin(ev: Evidence, r: Result) -> None:
+    """A batch's owner (tenant) fits its key: a tenant prefix's tenant, its link's batch's owner, or none."""
+    for b in ev.batches.values():
+        if b.row is None:
+            continue
+        r.checked += 1
+        owner, key = b.row.tenant, b.row.object_key
+        link = UPLOAD_KEY_RE.fullmatch(key)
+        if owner is not None and not valid_tenant(owner):
+            r.fail(batchId=b.batch_id, problem="owner is not a tenant name")
+        elif link is not None:
+            first = link.group(1)
+            if first != b.batch_id and first in ev.link_owners and ev.link_owners[first] != owner:
+                r.fail(batchId=b.batch_id, firstBatch=first, problem="owner differs from its link's batch")
+        elif owner is not None and owner != drop_tenant(key):
+            r.fail(batchId=b.batch_id, problem="a drop owned by a tenant its key does not name")
+
+
 def check(sources: Sources, batch_ids: Iterable[str], oracle: Oracle | None = None) -> Report:
     """Gather the evidence of ``batch_ids`` and evaluate every invariant over it."""
     ev = gather(sources, batch_ids, oracle)
@@ -564,5 +665,7 @@ def evaluate(ev: Evidence, oracle: Oracle | None = None) -> Report:
     final_objects_exist(ev, results["final_objects_exist"])
     links_match_oracle(ev, results["links_match_oracle"], oracle)
     no_staged_leftovers(ev, results["no_staged_leftovers"])
+    reports_match_ledger(ev, results["reports_match_ledger"])
     uploads_accounted(ev, results["uploads_accounted"], oracle)
+    owners_match_origin(ev, results["owners_match_origin"])
     return Report(list(ev.batches), list(results.values()))

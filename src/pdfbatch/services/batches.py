@@ -6,6 +6,11 @@ to claim it (``pdfbatch_uploads``: one upload per batch); an upload reusing that
 gets a fresh batch, listed in the first batch's ``laterUploads``. A batch ended ``upload_expired`` is
 revived when its upload does arrive: the one final status that may change, because nothing was ever
 processed in it and the user is polling that id.
+
+Every batch has one owner, fixed when its row is created (``owner_of``; tenants.py): the tenant whose
+key made it with POST /batches, the owner of the batch whose link a later upload reused, the tenant of
+a ZIP dropped under ``uploads/{tenant}/`` if that tenant holds a live key when the upload is first
+seen, and otherwise the admin (None). A duplicate notification finds the row and leaves its owner.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from pdfbatch.model import FINAL_STATUSES, BatchReason, BatchStatus, upload_key
 from pdfbatch.ports import BatchRow
 from pdfbatch.services import tally
 from pdfbatch.services.deps import Deps, iso
+from pdfbatch.tenants import ADMIN, Caller, drop_tenant
 
 # An upload that started just before its link expired may still be arriving: wait this long after.
 UPLOAD_GRACE_SECONDS = 3600
@@ -79,7 +85,12 @@ def claim_batch(deps: Deps, upload: Upload) -> BatchRow:
     """
     batch_id, source = resolve_batch(deps, upload)
     logger.append_keys(batch_id=batch_id)
-    batch = deps.ledger.create_batch(batch_id, upload.bucket, upload.key, source, BatchStatus.PROCESSING)
+    batch = deps.ledger.get_batch(batch_id)
+    if batch is None:
+        owner = owner_of(deps, upload)
+        batch = deps.ledger.create_batch(
+            batch_id, upload.bucket, upload.key, source, BatchStatus.PROCESSING, owner
+        )
     if (batch.status, batch.reason, batch.total_files) == (
         BatchStatus.FAILED,
         BatchReason.UPLOAD_EXPIRED,
@@ -94,6 +105,24 @@ def claim_batch(deps: Deps, upload: Upload) -> BatchRow:
     return batch
 
 
+def owner_of(deps: Deps, upload: Upload) -> str | None:
+    """The tenant a new batch of ``upload`` belongs to (None: the admin only).
+
+    ``uploads/{id}.zip``: the owner of batch ``id`` (a later upload through its link stays with whoever
+    was given the link). ``uploads/{tenant}/...``: that tenant while it holds a live key; an unknown or
+    revoked tenant's prefix is the admin's alone (a wrong owner would show files to the wrong tenant,
+    a missing one only hides them until the admin looks). Any other key: the admin's.
+    """
+    match = UPLOAD_KEY_RE.fullmatch(upload.key)
+    if match is not None:
+        named = deps.ledger.get_batch(match.group(1))
+        return named.tenant if named is not None else None
+    tenant = drop_tenant(upload.key)
+    if tenant is not None and deps.tenants is not None and deps.tenants.is_active(tenant):
+        return tenant
+    return None
+
+
 def _revive(deps: Deps, batch: BatchRow) -> BatchRow:
     """The upload of a batch ended upload_expired arrived after all: the batch runs (PROCESSING) again."""
     if deps.ledger.revive_expired(batch.batch_id, BatchReason.UPLOAD_EXPIRED):
@@ -102,8 +131,8 @@ def _revive(deps: Deps, batch: BatchRow) -> BatchRow:
     return deps.ledger.get_batch(batch.batch_id) or batch
 
 
-def create_batch(deps: Deps, callback_url: str | None = None) -> dict[str, Any]:
-    """POST /batches: a new batch id and a presigned POST that uploads its ZIP.
+def create_batch(deps: Deps, caller: Caller = ADMIN, callback_url: str | None = None) -> dict[str, Any]:
+    """POST /batches: a new batch id (owned by the caller's tenant) and a presigned POST for its ZIP.
 
     ``callback_url`` (optional) is checked before anything is written (InvalidInput: nothing created)
     and kept for the batch: its summary is POSTed there, signed, once it ends (services/callbacks.py).
@@ -116,7 +145,7 @@ def create_batch(deps: Deps, callback_url: str | None = None) -> dict[str, Any]:
     batch_id = new_batch_id()
     key = upload_key(batch_id)
     now = deps.clock()
-    deps.ledger.create_batch(batch_id, s.bucket, key, "api", BatchStatus.PENDING)
+    deps.ledger.create_batch(batch_id, s.bucket, key, "api", BatchStatus.PENDING, caller.tenant)
     if callback_url is not None:
         callbacks.register(deps, batch_id, callback_url)
     deps.progress.init_batch(batch_id, BatchStatus.PENDING, None, now)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from pdfbatch.config import Settings
-from pdfbatch.ports import CallbackLog, Events, Ledger, ObjectStore, Progress, Users, WorkQueue
+from pdfbatch.ports import CallbackLog, Events, Ledger, ObjectStore, Progress, TenantKeys, Users, WorkQueue
 
 
 @dataclass
@@ -30,6 +30,7 @@ class Deps:
     parked: WorkQueue | None = None  # where work dead letters recorded gave_up wait for `dlq --redrive`
     events: Events | None = None  # EventBridge's default bus (completion events); None: not announced
     callbacks: CallbackLog | None = None  # callback URLs and delivery attempts; None: callbacks refused
+    tenants: TenantKeys | None = None  # tenant keys (tenants.py); None: no tenants, only the admin key
 
 
 def fingerprint(value: str) -> str:

@@ -25,6 +25,15 @@ from pdfbatch.services import tally
 from pdfbatch.services.deps import Deps
 
 
+def _already_recorded(deps: Deps, task: FileTask, row: FileRow) -> FileRow:
+    """Redelivery (or a crash after recording): make sure it is counted, change nothing else."""
+    tally.count(deps, row)
+    if row.outcome == Outcome.LINKED:
+        _drop_staged_copy(deps, task)  # the delivery that linked it may have died before deleting it
+    logger.info("already recorded; redelivery counted once", extra={"outcome": row.outcome})
+    return row
+
+
 def process_file(deps: Deps, task: FileTask) -> FileRow | None:
     """Read, match and link one staged PDF; record and count its outcome exactly once.
 
@@ -39,14 +48,12 @@ def process_file(deps: Deps, task: FileTask) -> FileRow | None:
         logger.warning("no ledger row for this message; dropped")
         return None
     if row.outcome is not None:
-        # Redelivery (or a crash after recording): make sure it is counted, change nothing else.
-        tally.count(deps, row)
-        if row.outcome == Outcome.LINKED:
-            _drop_staged_copy(deps, task)  # the delivery that linked it may have died before deleting it
-        logger.info("already recorded; redelivery counted once", extra={"outcome": row.outcome})
-        return row
+        return _already_recorded(deps, task, row)
     started = time.monotonic()
     attempt = deps.ledger.begin_attempt(task.batch_id, task.index)
+    if attempt == 0:  # recorded by a concurrent delivery since get_file: leave the row as it is
+        row = deps.ledger.get_file(task.batch_id, task.index)
+        return _already_recorded(deps, task, row) if row is not None and row.outcome is not None else None
     timings: dict[str, float] = {}
 
     t = time.monotonic()

@@ -2,6 +2,10 @@
 
 Reads, shaped as JSON. A read that must end a batch does it through a named call into batches or
 tally (see ``batch_status``), never as a write of its own.
+
+Every read takes the ``Caller`` (tenants.py): a tenant sees only its own batches, and another
+tenant's batch is NotFound("no such batch") exactly as an unknown id is (``_visible``: the same one
+ledger read either way, before anything else is read).
 """
 
 from __future__ import annotations
@@ -16,11 +20,25 @@ from pdfbatch.model import COUNTED_OUTCOMES, FINAL_STATUSES, IGNORED, BatchStatu
 from pdfbatch.ports import BatchRow, FileRow, LiveProgress
 from pdfbatch.services import batches, tally
 from pdfbatch.services.deps import Deps, iso
+from pdfbatch.tenants import ADMIN, Caller
 
 _CURSOR = re.compile(r"[0-9]{1,18}")
 
 
-def batch_status(deps: Deps, batch_id: str) -> dict[str, Any]:
+def _visible(deps: Deps, batch_id: str, caller: Caller) -> None:
+    """NotFound unless ``caller`` may see the batch; for the admin, nothing to check (no read).
+
+    For a tenant: one ledger read, the same for an unknown id and another tenant's batch, and the
+    same exception (the handler turns it into the one 404 body), so neither is told from the other.
+    """
+    if caller.is_admin:
+        return
+    batch = deps.ledger.get_batch(batch_id) if is_batch_id(batch_id) else None
+    if batch is None or not caller.sees(batch.tenant):
+        raise NotFound("no such batch")
+
+
+def batch_status(deps: Deps, batch_id: str, caller: Caller = ADMIN) -> dict[str, Any]:
     """GET /batches/{id}: live counters from Redis, or the MySQL summary once the hash expired.
 
     A read may end a batch, through named calls only: one nobody uploaded to expires
@@ -28,6 +46,7 @@ def batch_status(deps: Deps, batch_id: str) -> dict[str, Any]:
     completes (``tally.complete_from_ledger``). A final batch links its report (presigned GETs) once it
     is announced; one whose announcer died is announced here, through ``tally.announce``.
     """
+    _visible(deps, batch_id, caller)
     body = _batch_status(deps, batch_id)
     if body["status"] in FINAL_STATUSES:
         report = report_links(deps, batch_id)
@@ -180,10 +199,16 @@ def _span(start: float | None, end: float | None) -> float | None:
 
 
 def list_files(
-    deps: Deps, batch_id: str, cursor: str | None = None, limit: int = 100, outcome: str | None = None
+    deps: Deps,
+    batch_id: str,
+    cursor: str | None = None,
+    limit: int = 100,
+    outcome: str | None = None,
+    caller: Caller = ADMIN,
 ) -> dict[str, Any]:
     """GET /batches/{id}/files: per-file results in entry order, paginated by an opaque cursor."""
-    if not is_batch_id(batch_id) or deps.ledger.get_batch(batch_id) is None:
+    batch = deps.ledger.get_batch(batch_id) if is_batch_id(batch_id) else None
+    if batch is None or not caller.sees(batch.tenant):
         raise NotFound("no such batch")
     allowed = {*COUNTED_OUTCOMES, IGNORED, "not_linked", "pending"}
     if outcome is not None and outcome not in allowed:
@@ -226,11 +251,14 @@ def file_item(row: FileRow) -> dict[str, Any]:
     }
 
 
-def find_batches(deps: Deps, key: str) -> dict[str, Any]:
-    """GET /batches?key=uploads/...: the batches created from an object dropped with the AWS CLI."""
+def find_batches(deps: Deps, key: str, caller: Caller = ADMIN) -> dict[str, Any]:
+    """GET /batches?key=uploads/...: the batches created from an object dropped with the AWS CLI.
+
+    A tenant finds only its own batches (the filter is in the query, so the newest 100 are its own).
+    """
     if not key.startswith("uploads/"):
         raise InvalidInput("key must start with uploads/")
-    batches = deps.ledger.find_batches(key)
+    batches = deps.ledger.find_batches(key, caller.tenant)
     return {
         "key": key,
         "batches": [

@@ -1,0 +1,143 @@
+"""`pdfbatch keys create NAME | list | revoke NAME`: tenant keys, on MySQL directly (as `report`).
+
+The key is printed once, on create, and only its SHA-256 is stored. The operator reaches the same
+database the functions use (PDFBATCH_MYSQL_URL, as `stack up` passes it), and the table is created
+if this runs before any function did (``ensure_schema``: idempotent, what every cold start runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from pdfbatch.cli.common import EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, CliError, check_mysql, mysql_url, shown
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    from pdfbatch.errors import DependencyUnavailable, InvalidInput
+
+    try:
+        yield
+    except InvalidInput as exc:
+        raise CliError(str(exc), EXIT_USAGE) from exc
+    except DependencyUnavailable as exc:
+        raise CliError(f"{exc}: check it is running", EXIT_UNAVAILABLE) from exc
+
+
+def tenant_keys() -> Any:
+    """The keys table (created if missing) over PDFBATCH_MYSQL_URL."""
+    from pdfbatch.adapters.mysql import MysqlClient
+    from pdfbatch.adapters.tenant_keys import MysqlTenantKeys
+
+    check_mysql()
+    client = MysqlClient.from_url(mysql_url())
+    with _errors():
+        client.ensure_schema()
+    return MysqlTenantKeys(client)
+
+
+def _iso(ts: float | None) -> str | None:
+    from pdfbatch.services.deps import iso
+
+    return iso(ts)
+
+
+def keys_create(args: argparse.Namespace) -> int:
+    """Create a key for a tenant and print it (the only time it is shown)."""
+    from pdfbatch import tenants
+
+    with _errors():
+        tenants.check_tenant(args.name)
+        key = tenants.create_key(tenant_keys(), args.name)
+    if args.json:
+        print(json.dumps({"tenant": args.name, "key": key, "keyId": tenants.key_hash(key)[:12]}))
+    else:
+        print(key)
+        from pdfbatch.cli.common import stderr_console
+
+        stderr_console().print(
+            f"tenant {shown(args.name)}: key created. It is shown this once; send it as x-api-key "
+            f"(upload page, curl, PDFBATCH_API_KEY). ZIPs dropped under uploads/{shown(args.name)}/ "
+            "are this tenant's too."
+        )
+    return EXIT_OK
+
+
+def keys_list(args: argparse.Namespace) -> int:
+    """Every key: its tenant, a short id (the start of its hash), when created and revoked."""
+    from rich.table import Table
+
+    from pdfbatch.cli.common import stderr_console
+
+    with _errors():
+        rows = tenant_keys().list_keys()
+    items = [
+        {
+            "tenant": k.tenant,
+            "keyId": k.key_hash[:12],
+            "createdAt": _iso(k.created_at),
+            "revokedAt": _iso(k.revoked_at),
+        }
+        for k in rows
+    ]
+    if args.json:
+        print(json.dumps({"keys": items}, indent=2))
+        return EXIT_OK
+    if not items:
+        stderr_console().print("no tenant keys (create one with `pdfbatch keys create NAME`)")
+        return EXIT_OK
+    table = Table(title="tenant keys")
+    for col in ("tenant", "key id", "created", "revoked"):
+        table.add_column(col)
+    for item in items:
+        table.add_row(*(shown(item[k] or "-") for k in ("tenant", "keyId", "createdAt", "revokedAt")))
+    stderr_console().print(table)
+    return EXIT_OK
+
+
+def keys_revoke(args: argparse.Namespace) -> int:
+    """Revoke every live key of a tenant (its batches stay, seen by the admin key only)."""
+    from pdfbatch import tenants
+    from pdfbatch.cli.common import stderr_console
+
+    with _errors():
+        tenants.check_tenant(args.name)
+        revoked = tenants.revoke_keys(tenant_keys(), args.name)
+    if args.json:
+        print(json.dumps({"tenant": args.name, "revoked": revoked}))
+    else:
+        stderr_console().print(f"tenant {shown(args.name)}: {revoked} key(s) revoked")
+    return EXIT_OK
+
+
+def add_keys(sub: Any) -> None:
+    """The `keys` sub-command and its three actions."""
+    fmt = argparse.RawDescriptionHelpFormatter
+    keys = sub.add_parser(
+        "keys",
+        help="create, list or revoke tenant keys",
+        formatter_class=fmt,
+        description=(
+            "A tenant key sees only its tenant's batches: those it creates (POST /batches, the upload\n"
+            "page) and ZIPs dropped under uploads/NAME/ while the tenant has a live key. Any other batch\n"
+            "is 404, as an unknown id. The admin key (PDFBATCH_API_KEY) sees every batch. Keys are shown\n"
+            "once and stored as hashes; revoking refuses them from the next request on."
+        ),
+        epilog="example:\n  pdfbatch keys create acme\n  pdfbatch keys list\n  pdfbatch keys revoke acme",
+    )
+    keys_sub = keys.add_subparsers(dest="action", required=True)
+    for name, fn, text, needs_name in (
+        ("create", keys_create, "create a key for tenant NAME and print it (once)", True),
+        ("list", keys_list, "every key: tenant, key id, created, revoked", False),
+        ("revoke", keys_revoke, "revoke every live key of tenant NAME", True),
+    ):
+        example = f"example:\n  pdfbatch keys {name}" + (" acme" if needs_name else " --json")
+        p = keys_sub.add_parser(name, help=text, description=text, epilog=example, formatter_class=fmt)
+        if needs_name:
+            p.add_argument("name", metavar="NAME", help="tenant name: 3-32 of a-z, 0-9, '-'")
+        p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+        p.set_defaults(func=fn)
