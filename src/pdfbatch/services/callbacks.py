@@ -89,8 +89,10 @@ def register(deps: Deps, batch_id: str, url: str) -> None:
 def callback_url(deps: Deps, batch: BatchRow) -> str | None:
     """Where a batch's summary goes: the callbackUrl it was created with.
 
-    The hook for a tenant's default callback URL (issue 13, tenant keys): when the batch has none, look
-    up its tenant's default here, so deliveries, replays and `pdfbatch callbacks` all follow it.
+    The hook for a tenant's default callback URL (not built): when the batch has none, look up the
+    default of ``batch.tenant`` (its owner, tenants.py) here, checked with ``check`` when it is set, so
+    deliveries, replays and `pdfbatch callbacks` all follow it. A ZIP dropped under uploads/{tenant}/
+    has no POST /batches and so no URL of its own: that is where such a default matters.
     """
     return deps.callbacks.url_of(batch.batch_id) if deps.callbacks is not None else None
 
