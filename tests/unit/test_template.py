@@ -682,6 +682,7 @@ def test_the_alarms_watch_what_the_issue_asks_for(template: dict[str, Any]) -> N
         ("AWS/Lambda", "Errors", "Ref:UnzipFunction"),
         ("AWS/SQS", "ApproximateAgeOfOldestMessage", "GetAtt:WorkQueue.QueueName"),
         ("AWS/ApiGateway", "5XXError", "${AWS::StackName}-status"),
+        ("AWS/SQS", "ApproximateNumberOfMessagesVisible", "GetAtt:CallbackDeadLetterQueue.QueueName"),
     } <= watched
     assert template["Resources"]["StatusApi"]["Properties"]["Name"] == {"Fn::Sub": "${AWS::StackName}-status"}
     age = template["Resources"]["PdfLaneQueueAgeAlarm"]["Properties"]
