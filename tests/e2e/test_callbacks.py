@@ -5,7 +5,8 @@ The receiver here is what the README shows: it verifies each signature with pdfb
 and the deployment's secret, rejects a signature it saw already (a replayed request) and a stale one, and
 takes each delivery id once. It is down (connection refused) for the first attempt and answers 503 to
 the second; the third gets through. `pdfbatch callbacks BATCH` lists the attempts, `--replay` delivers
-the same body again under a new delivery id.
+the same body again under a new delivery id. A receiver that always answers 500 leaves the delivery in
+the callback DLQ after PDFBATCH_CALLBACK_ATTEMPTS attempts, each recorded.
 """
 
 from __future__ import annotations
@@ -245,3 +246,56 @@ def test_a_private_callback_url_is_refused_at_creation_on_the_stack(stack: dict[
             "POST", "/batches", body={"callbackUrl": "http://169.254.169.254/latest/meta-data/"}
         )
     assert info.value.status == 400
+
+
+def test_a_receiver_that_never_answers_2xx_leaves_the_delivery_in_the_callback_dlq(
+    stack: dict[str, Any], tmp_path: Path
+) -> None:
+    env = stack["env"]
+    secret = _secret(stack)
+    port = _free_port()
+    attempts = int(env["PDFBATCH_CALLBACK_ATTEMPTS"])
+    receiver = Receiver(secret, port, answers=[500] * (attempts + 5))  # signatures fine, always 500
+    try:
+        corpus = samples.Corpus()
+        corpus.add("notes.txt", b"nothing to link")
+        path = tmp_path / "dlq.zip"
+        corpus.write_zip(path)
+        # GIVEN a batch whose receiver always fails
+        done = run_cli(
+            env, "upload", str(path), "--callback-url", f"http://127.0.0.1:{port}/in", "--wait", "--json"
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        batch_id = json.loads(done.stdout)["batchId"]
+        # WHEN every attempt has failed THEN its message is in the callback DLQ, each attempt recorded
+        sqs = boto3.client(
+            "sqs",
+            endpoint_url=stack["endpoint"],
+            region_name="us-east-1",
+            aws_access_key_id="test",
+            aws_secret_access_key="test",
+        )
+        dlq = stack["outputs"]["CallbackDeadLetterQueueUrl"]
+
+        def dead_letter() -> dict[str, Any] | None:
+            for m in sqs.receive_message(QueueUrl=dlq, MaxNumberOfMessages=10, WaitTimeSeconds=1).get(
+                "Messages", []
+            ):
+                body = json.loads(m["Body"])
+                if body.get("detail", {}).get("batchId") == batch_id:
+                    sqs.delete_message(QueueUrl=dlq, ReceiptHandle=m["ReceiptHandle"])
+                    return dict(body)
+                sqs.change_message_visibility(
+                    QueueUrl=dlq, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0
+                )
+            return None
+
+        letter = _until(dead_letter, timeout=120, interval=0.5)
+        assert letter["detail-type"] == "Batch Completed"
+        view = _attempts(env, batch_id)
+        assert [(a["attempt"], a["httpStatus"]) for a in view["attempts"]] == [
+            (n, 500) for n in range(1, attempts + 1)
+        ]
+        assert not view["delivered"] and len(receiver.log) == attempts
+    finally:
+        receiver.close()

@@ -428,14 +428,14 @@ def test_two_copies_received_at_once_post_once(local: Deps) -> None:
     assert receiver.got == []
 
 
-def test_the_last_attempt_is_recorded_and_left_to_the_dlq_without_backoff(local: Deps) -> None:
+def test_the_last_attempt_is_recorded_and_handed_to_the_dlq_at_once(local: Deps) -> None:
     batch_id, event = _finished_batch(local)
     message = service.parse_message(json.dumps(event))
     receiver = Receiver(local.clock, [500])  # type: ignore[arg-type]
     with pytest.raises(service.DeliveryFailed):
         service.deliver(local, message, local.settings.callback_attempts, "rh", post=receiver)
     queue: Any = local.queue
-    assert queue.delays == []
+    assert queue.delays == [0]  # visible now: SQS moves it to the DLQ on its next receive
     log: Any = local.callbacks
     assert [r.http_status for r in log.attempts(batch_id)] == [500]
 

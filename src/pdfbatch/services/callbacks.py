@@ -183,11 +183,15 @@ def deliver(
     if result.delivered:
         logger.info("callback delivered", extra=extra)
         return "delivered"
-    if attempt < s.callback_attempts and receipt_handle is not None:
+    if attempt < s.callback_attempts:
         delay = retry_delay(s, attempt)
-        _back_off(deps, receipt_handle, delay)
+        if receipt_handle is not None:
+            _back_off(deps, receipt_handle, delay)
         logger.warning("callback failed; retried later", extra={**extra, "retry_in": delay})
     else:
+        # Visible at once, so SQS moves it to the DLQ now rather than after the visibility timeout.
+        if receipt_handle is not None:
+            _back_off(deps, receipt_handle, 0)
         logger.error("callback failed on its last attempt; its message goes to the DLQ", extra=extra)
     raise DeliveryFailed(result.error)
 
