@@ -61,6 +61,8 @@ _MAX_TEMPLATE_BODY = 51_200
 # and ignores new Tags on update, so a local deploy passes a digest of the template and parameters as
 # the template's DeployDigest parameter and skips a deploy whose digest the stack already has.
 DIGEST_PARAM = "DeployDigest"
+# The template's OcrConcurrency default (ocr_pdf's reserved concurrency; --param OcrConcurrency=N).
+OCR_CONCURRENCY = 2
 
 Log = Callable[[str], None]
 # The operator's settings the functions read too: environment variable -> template parameter.
@@ -436,6 +438,9 @@ def deploy(
         ensure_reserved_concurrency(
             client("lambda"), outputs["ProcessPdfFunctionName"], params.process_concurrency
         )
+        if outputs.get("OcrPdfFunctionName"):
+            ocr_concurrency = int(params.template_parameters().get("OcrConcurrency") or OCR_CONCURRENCY)
+            ensure_reserved_concurrency(client("lambda"), outputs["OcrPdfFunctionName"], ocr_concurrency)
         outputs["LocalApiUrl"] = f"{endpoint_url.rstrip('/')}/_aws/execute-api/{outputs['ApiId']}/v1/"
         remember_api_url(root, stack_name, outputs["LocalApiUrl"])
     outputs["ArtifactsBucket"] = artifacts_bucket

@@ -29,6 +29,7 @@ from pdfbatch.model import (
     REASON_OUTCOME,
     BatchReason,
     BatchStatus,
+    Lane,
     Outcome,
     Reason,
 )
@@ -68,6 +69,11 @@ RULES: tuple[tuple[str, str], ...] = (
         "no_staged_leftovers",
         "no staged copy of a linked file (or of an entry with no outcome) outlives its batch; the others "
         "stay under staging/{batchId}/ for `pdfbatch retry` until the lifecycle rule expires them",
+    ),
+    (
+        "lanes_consistent",
+        "every entry's lane is text or ocr (or none before any lane read it); OCR's own reason "
+        "(ocr_page_limit) only on an OCR row, and no OCR row ends no_text_layer (the lane read it)",
     ),
     (
         "uploads_accounted",
@@ -513,6 +519,25 @@ def no_staged_leftovers(ev: Evidence, r: Result) -> None:
         )
 
 
+_LANES = frozenset(str(lane) for lane in Lane)
+
+
+def lanes_consistent(ev: Evidence, r: Result) -> None:
+    """A file's lane (source) agrees with its reason: each lane ends files only with reasons it can give."""
+    for b in ev.batches.values():
+        for f in b.files:
+            if f.kind != "pdf":
+                continue
+            r.checked += 1
+            where = {"batchId": b.batch_id, "index": f.index, "source": f.source, "reason": f.reason}
+            if f.source is not None and f.source not in _LANES:
+                r.fail(**where, problem="unknown lane")
+            elif f.reason == Reason.OCR_PAGE_LIMIT and f.source != Lane.OCR:
+                r.fail(**where, problem="an OCR reason on a file the OCR lane did not read")
+            elif f.reason == Reason.NO_TEXT_LAYER and f.source == Lane.OCR:
+                r.fail(**where, problem="handed to the OCR lane but recorded as unread")
+
+
 def _matches(batch: BatchEvidence, upload: ExpectedUpload) -> bool:
     names = Counter(n for n, _ in upload.entries)
     if Counter(f.name for f in batch.files) != names:
@@ -564,5 +589,6 @@ def evaluate(ev: Evidence, oracle: Oracle | None = None) -> Report:
     final_objects_exist(ev, results["final_objects_exist"])
     links_match_oracle(ev, results["links_match_oracle"], oracle)
     no_staged_leftovers(ev, results["no_staged_leftovers"])
+    lanes_consistent(ev, results["lanes_consistent"])
     uploads_accounted(ev, results["uploads_accounted"], oracle)
     return Report(list(ev.batches), list(results.values()))

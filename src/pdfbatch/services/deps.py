@@ -29,6 +29,7 @@ class Deps:
     clock: Callable[[], float] = time.time
     parked: WorkQueue | None = None  # where work dead letters recorded gave_up wait for `dlq --redrive`
     events: Events | None = None  # EventBridge's default bus (completion events); None: not announced
+    ocr_queue: WorkQueue | None = None  # the OCR lane's queue (process_pdf sends scans); None: no lane
 
 
 def fingerprint(value: str) -> str:
