@@ -10,9 +10,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import uuid
+from types import SimpleNamespace
 from typing import Any
+from unittest import mock
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from fakes import FakeLedger
 from fixtures import pdfs, scans
@@ -282,3 +287,56 @@ def test_the_ocr_handler_backs_off_then_gives_up_on_the_last_delivery(
     row = files_by_name(deps, batch_id)["scan.pdf"]
     assert (row.outcome, row.reason, row.source) == ("failed", "gave_up", "ocr")
     assert assert_counters_match_ledger(deps, batch_id)["status"] == "COMPLETED"
+
+
+class ListQueue:
+    """An OCR queue in memory: what was sent, in order (SQS may deliver it in any order, many times)."""
+
+    def __init__(self) -> None:
+        self.sent: list[FileTask] = []
+
+    def send_tasks(self, tasks: Any) -> None:
+        self.sent.extend(tasks)
+
+    def change_visibility(self, receipt_handle: str, delay_seconds: int) -> None:
+        pass
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    deliveries=st.lists(st.sampled_from(["work", "ocr", "ocr-again"]), min_size=1, max_size=8),
+    names_user=st.booleans(),
+)
+def test_any_interleaving_of_duplicate_deliveries_ends_the_scan_once(
+    deps: Deps, deliveries: list[str], names_user: bool
+) -> None:
+    # GIVEN a scan in a batch of its own, and an OCR lane whose queue holds whatever was sent
+    owner = f"owner.{uuid.uuid4().hex[:12]}@example.com"  # a user of this example only
+    if names_user:
+        deps.ledger.add_user(owner)  # type: ignore[attr-defined]
+    queue = ListQueue()
+    deps.ocr_queue = queue  # type: ignore[assignment]
+    key = f"uploads/{uuid.uuid4().hex}.zip"
+    batch_id = staging.stage_zip(deps, upload(deps, make_zip([("scan.pdf", inked())]), key=key)).batch_id
+    task = FileTask(batch_id, 0, f"staging/{batch_id}/{0:07d}.pdf", deps.settings.bucket)
+    # (the PDF has ink so the fake engine is asked; process_pdf is told it has no text layer)
+    engine = FakeEngine(f"Scan Owner {owner}")
+    # WHEN the work message and the OCR messages it caused are delivered in any order, any number of times
+    # (a work delivery hands the scan over again; an OCR delivery reads a message sent so far)
+    unread = SimpleNamespace(extract_seconds=0.0, lookup_seconds=0.0, visibility_seconds=0.0, pages_read=1)
+    no_text = processing.Verdict("no_text_layer")
+    with mock.patch.object(processing, "_scan", lambda d, data: (unread, no_text)):
+        for step in ["work", *deliveries, "ocr"]:
+            if step == "work":
+                processing.process_file(deps, task)
+            elif queue.sent:
+                processing.process_scan(deps, queue.sent[0 if step == "ocr" else -1], engine)
+    # THEN the file has one outcome from the OCR lane, counted once, and the batch is complete
+    row = deps.ledger.get_file(batch_id, 0)
+    assert row is not None and row.source == "ocr"
+    expected = ("linked", "matched") if names_user else ("skipped_no_match", "no_user")
+    assert (row.outcome, row.reason) == expected
+    status = assert_counters_match_ledger(deps, batch_id)
+    assert (status["status"], status["processed"]) == ("COMPLETED", 1)
+    assert status["lanes"]["ocr"] == {"waiting": 0, "done": 1}
+    assert checked(deps, batch_id)
