@@ -11,7 +11,7 @@ CHECKOV_LOCK := requirements/checkov.lock
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(DEV_LOCK) | sha256sum | cut -c1-12)
 CHECKOV_VENV := .venvs/checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed-$(shell sha256sum $(CHECKOV_LOCK) | cut -c1-12)
-FUNCTIONS := unzip process_pdf status deliver_callbacks
+FUNCTIONS := unzip process_pdf ocr_pdf status deliver_callbacks
 UV_COMPILE := $(BIN)/uv pip compile --quiet --generate-hashes --custom-compile-command "make lock"
 # The functions run CPython 3.13 on Linux; their locks hold the hashes of every wheel (both architectures).
 LAMBDA_TARGET := --python-version 3.13 --python-platform linux
@@ -67,6 +67,7 @@ test: $(STAMP) $(CHROMIUM) lint check-infra
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/mypy --python-version 3.11
 
@@ -85,7 +86,7 @@ build-%Function: $(STAMP)
 lock: $(STAMP)
 	$(UV_COMPILE) --universal --python-version 3.11 pyproject.toml requirements/tools.in --extra dev -o $(DEV_LOCK)
 	$(UV_COMPILE) --universal --python-version 3.11 requirements/checkov.in -o $(CHECKOV_LOCK)
-	$(UV_COMPILE) $(LAMBDA_TARGET) pyproject.toml -o requirements/lambda.lock
+	$(UV_COMPILE) $(LAMBDA_TARGET) pyproject.toml --extra ocr -o requirements/lambda.lock
 	for fn in $(FUNCTIONS); do \
 	  $(UV_COMPILE) $(LAMBDA_TARGET) -c requirements/lambda.lock functions/$$fn/requirements.in \
 	    -o functions/$$fn/requirements.txt || exit 1; \

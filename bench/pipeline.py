@@ -210,3 +210,48 @@ def phases(stack: BenchStack, run: Run) -> dict[str, float]:
             if at:
                 out[name] = at - t0
     return out
+
+
+# --- section 10: the OCR lane isolates the résumés -------------------------------------------------------
+
+
+def lane_zips(resumes: int, scans: int, pages: int, out: Path) -> tuple[Path, Path, list[str]]:
+    """Two ZIPs of the same ``resumes`` résumés of known users: alone, and with ``scans`` long scans of
+    ``pages`` pages naming nobody (each read by the OCR lane up to its page limit)."""
+    import zipfile
+
+    from pdfbatch.ops import samples
+    from pdfbatch.ops import scans as scan_docs
+
+    users: list[str] = []
+    entries: list[tuple[str, bytes]] = []
+    for i in range(resumes):
+        name, email = samples.person(7000 + i)
+        users.append(email)
+        entries.append((f"resumes/{i:04d}.pdf", samples.resume(name, email)))
+    long = [scan_docs.long_scan(pages, None, seed=70 + k).data for k in range(scans)]
+    out.mkdir(parents=True, exist_ok=True)
+    alone, mixed = out / f"lane-{resumes}r.zip", out / f"lane-{resumes}r-{scans}x{pages}p-scans.zip"
+    for path, extra in ((alone, []), (mixed, [(f"scans/{k}.pdf", d) for k, d in enumerate(long)])):
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+            # The scans first: they reach the OCR lane while the résumés are still being processed.
+            for name, data in [*extra, *entries]:
+                zf.writestr(zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0)), data)
+    return alone, mixed, users
+
+
+def resume_seconds(stack: BenchStack, path: Path, files: int, resumes: int, timeout: float = 1800) -> float:
+    """Upload start -> the last résumé's outcome (finishedAt of files under resumes/), in seconds."""
+    api = stack.api()
+    created = api.create_batch()
+    batch_id = created["batchId"]
+    t0 = time.time()
+    presigned_post(created["upload"]["url"], created["upload"]["fields"], path)
+    body = api.wait(batch_id, timeout=timeout, interval=0.5)
+    if body["status"] != "COMPLETED" or body["processed"] != files:
+        raise RuntimeError(f"batch {batch_id} ended {body['status']} with {body['processed']} of {files}")
+    files_ = api.files(batch_id)
+    done = [_epoch(f["finishedAt"]) for f in files_ if f["name"].startswith("resumes/") and f["finishedAt"]]
+    if len(done) != resumes:
+        raise RuntimeError(f"batch {batch_id}: {len(done)} of {resumes} résumés finished")
+    return max(done) - t0

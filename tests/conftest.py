@@ -13,7 +13,6 @@ import pytest
 pytest_plugins = [p for p in ("plugins.localstack", "plugins.services") if importlib.util.find_spec(p)]
 
 
-
 def pytest_configure(config: Any) -> None:
     os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "pdfbatch")
     os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "pdfbatch")

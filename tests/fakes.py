@@ -301,6 +301,7 @@ class FakeLedger:
             timings=json.loads(json.dumps(result.detail)) if result.detail else {},
             finished_at=self._clock(),
             users_named=result.users_named,
+            source=row.source or result.source,
         )
         return True
 
@@ -427,6 +428,23 @@ class FakeLedger:
                 users_named=None,
             )
             return True
+
+    def mark_lane(self, batch_id: str, index: int, lane: str) -> None:
+        """Note that a file without an outcome is handed to ``lane``; a recorded file is left alone."""
+        with self._lock:
+            row = self.files.get((batch_id, index))
+            if row is not None and row.outcome is None:
+                self.files[(batch_id, index)] = replace(row, source=lane)
+
+    def lane_counts(self, batch_id: str, lane: str) -> dict[str, int]:
+        """PDF entries of ``lane``: {"waiting": no outcome yet, "done": recorded}."""
+        with self._lock:
+            rows = [r for (b, _), r in self.files.items() if b == batch_id and r.kind == "pdf"]
+        ours = [r for r in rows if r.source == lane]
+        return {
+            "waiting": sum(1 for r in ours if r.outcome is None),
+            "done": sum(1 for r in ours if r.outcome is not None),
+        }
 
 
 class FakeProgress:

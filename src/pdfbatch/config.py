@@ -33,6 +33,8 @@ class Limits:
     max_ratio: float = 200.0  # PDFBATCH_MAX_RATIO (uncompressed / compressed, per entry)
     max_pages: int = 500  # PDFBATCH_MAX_PAGES read per PDF before giving up on finding an email
     file_budget_seconds: float = 20.0  # PDFBATCH_FILE_BUDGET_SECONDS of text extraction per PDF
+    ocr_max_pages: int = 5  # PDFBATCH_OCR_MAX_PAGES a scan is read by OCR before ocr_page_limit
+    ocr_budget_seconds: float = 30.0  # PDFBATCH_OCR_BUDGET_SECONDS of OCR (render and read) per scan
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,8 @@ class Settings:
     """Configuration of one process, read from the environment once."""
 
     bucket: str = ""  # PDFBATCH_BUCKET: uploads/, staging/ and pdfs/ live here
-    queue_url: str = ""  # PDFBATCH_QUEUE_URL: the work queue
+    queue_url: str = ""  # PDFBATCH_QUEUE_URL: the work queue (ocr_pdf: the OCR queue, which it backs off on)
+    ocr_queue_url: str = ""  # PDFBATCH_OCR_QUEUE_URL: where process_pdf hands scans (empty: no OCR lane)
     mysql_url: str = DEFAULT_MYSQL_URL  # PDFBATCH_MYSQL_URL (on AWS: where, not who; see mysql_secret)
     redis_url: str = DEFAULT_REDIS_URL  # PDFBATCH_REDIS_URL
     # Secrets Manager ARNs (or names); their values are read by bootstrap.read_secrets, never from env.
@@ -116,6 +119,8 @@ class Settings:
             max_ratio=_float(e, "PDFBATCH_MAX_RATIO", Limits.max_ratio),
             max_pages=_int(e, "PDFBATCH_MAX_PAGES", Limits.max_pages),
             file_budget_seconds=_float(e, "PDFBATCH_FILE_BUDGET_SECONDS", Limits.file_budget_seconds),
+            ocr_max_pages=_int(e, "PDFBATCH_OCR_MAX_PAGES", Limits.ocr_max_pages),
+            ocr_budget_seconds=_float(e, "PDFBATCH_OCR_BUDGET_SECONDS", Limits.ocr_budget_seconds),
         )
         users = UsersTable(
             table=_ident(e, "PDFBATCH_USERS_TABLE", "users"),
@@ -131,6 +136,7 @@ class Settings:
         return cls(
             bucket=e.get("PDFBATCH_BUCKET", ""),
             queue_url=e.get("PDFBATCH_QUEUE_URL", ""),
+            ocr_queue_url=e.get("PDFBATCH_OCR_QUEUE_URL", ""),
             mysql_url=mysql_url,
             redis_url=redis_url,
             endpoint_url=e.get("AWS_ENDPOINT_URL") or None,

@@ -38,6 +38,7 @@ CSV_COLUMNS: tuple[str, ...] = (
     "attempts",
     "finished_at",
     *(f"{stage}_seconds" for stage in STAGE_COLUMNS),
+    "source",
 )
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
@@ -80,7 +81,16 @@ def csv_row(row: FileRow) -> list[str]:
         str(row.attempts),
         _text(row.finished_at),
         *(_text(row.timings.get(stage)) for stage in STAGE_COLUMNS),
+        _text(source_of(row)),
     ]
+
+
+def source_of(row: FileRow) -> str | None:
+    """The lane that read an entry: its ledger source; "text" for a PDF recorded before the column
+    existed or by unzip (never handed to a lane); None while no lane has read it."""
+    if row.source:
+        return row.source
+    return "text" if row.kind == "pdf" and row.outcome is not None else None
 
 
 def results_csv(rows: Iterable[FileRow]) -> bytes:

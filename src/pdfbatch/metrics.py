@@ -29,6 +29,12 @@ FIRST_RECEIVE_DELAY = "FirstReceiveDelay"  # ms from SentTimestamp to the first 
 GAVE_UP = "FilesGaveUp"
 ENTRIES_STAGED = "EntriesStaged"
 ENTRIES_REJECTED = "EntriesRejected"
+# Per lane (text: process_pdf, ocr: ocr_pdf): how long a message waited, how long a file took in all.
+LANE_METRICS: dict[str, dict[str, str]] = {
+    "text": {"age": QUEUE_AGE, "first": FIRST_RECEIVE_DELAY, "duration": "FileDuration"},
+    "ocr": {"age": "OcrQueueAge", "first": "OcrFirstReceiveDelay", "duration": "OcrFileDuration"},
+}
+HANDED_TO_OCR = "FilesHandedToOcr"
 ZIP_SECONDS = {"inspect": "ZipInspectDuration", "stage": "ZipStageDuration", "total": "ZipTotalDuration"}
 
 
@@ -40,8 +46,9 @@ def namespace() -> str:
 metrics = Metrics(namespace=namespace())
 
 
-def file_recorded(outcome: str, reason: str, timings: Mapping[str, float]) -> None:
-    """One file got its outcome in this invocation: its outcome count and stage durations."""
+def file_recorded(outcome: str, reason: str, timings: Mapping[str, float], lane: str = "text") -> None:
+    """One file got its outcome in this invocation: its outcome count, stage durations and its lane's
+    file duration (``total``)."""
     name = OUTCOME_METRICS.get(outcome)
     if name:
         metrics.add_metric(name=name, unit=MetricUnit.Count, value=1)
@@ -51,18 +58,28 @@ def file_recorded(outcome: str, reason: str, timings: Mapping[str, float]) -> No
         if stage in timings:
             value = round(timings[stage] * 1000, 3)
             metrics.add_metric(name=metric, unit=MetricUnit.Milliseconds, value=value)
+    if "total" in timings and lane in LANE_METRICS:
+        value = round(timings["total"] * 1000, 3)
+        metrics.add_metric(name=LANE_METRICS[lane]["duration"], unit=MetricUnit.Milliseconds, value=value)
 
 
-def queue_age(now: float, sent_ms: str | None, first_received_ms: str | None) -> None:
-    """How long a work message waited, from SQS's SentTimestamp and ApproximateFirstReceiveTimestamp (ms)."""
+def handed_to_ocr() -> None:
+    """process_pdf sent a file with no text layer to the OCR lane."""
+    metrics.add_metric(name=HANDED_TO_OCR, unit=MetricUnit.Count, value=1)
+
+
+def queue_age(now: float, sent_ms: str | None, first_received_ms: str | None, lane: str = "text") -> None:
+    """How long a message of ``lane`` waited, from SQS's SentTimestamp and ApproximateFirstReceiveTimestamp
+    (ms): QueueAge for the work queue, OcrQueueAge for the OCR lane's."""
+    names = LANE_METRICS[lane]
     sent = _epoch_ms(sent_ms)
     if sent is None:
         return
-    metrics.add_metric(name=QUEUE_AGE, unit=MetricUnit.Milliseconds, value=max(0.0, now * 1000 - sent))
+    metrics.add_metric(name=names["age"], unit=MetricUnit.Milliseconds, value=max(0.0, now * 1000 - sent))
     first = _epoch_ms(first_received_ms)
     if first is not None:
         delay = max(0.0, first - sent)
-        metrics.add_metric(name=FIRST_RECEIVE_DELAY, unit=MetricUnit.Milliseconds, value=delay)
+        metrics.add_metric(name=names["first"], unit=MetricUnit.Milliseconds, value=delay)
 
 
 def _epoch_ms(value: str | None) -> float | None:

@@ -31,6 +31,7 @@ class Reason(enum.StrEnum):
     NO_EMAIL = "no_email"
     NO_USER = "no_user"
     AMBIGUOUS = "ambiguous"  # the deciding page names two or more users: nobody is linked
+    OCR_PAGE_LIMIT = "ocr_page_limit"  # a scan whose first OCR pages named nobody, with more pages unread
     # skipped_already_exists
     ALREADY_LINKED = "already_linked"
     # failed
@@ -58,6 +59,7 @@ REASON_OUTCOME: dict[str, str] = {
     Reason.NO_EMAIL: Outcome.SKIPPED_NO_MATCH,
     Reason.NO_USER: Outcome.SKIPPED_NO_MATCH,
     Reason.AMBIGUOUS: Outcome.SKIPPED_NO_MATCH,
+    Reason.OCR_PAGE_LIMIT: Outcome.SKIPPED_NO_MATCH,
     Reason.ALREADY_LINKED: Outcome.SKIPPED_ALREADY_EXISTS,
     Reason.MALFORMED_PDF: Outcome.FAILED,
     Reason.ENCRYPTED: Outcome.FAILED,
@@ -87,6 +89,13 @@ UNSTAGED_REASONS = frozenset(
         Reason.ZIP_REPLACED,
     }
 )
+
+
+class Lane(enum.StrEnum):
+    """Which reader gave a file its outcome: the text lane (process_pdf) or the OCR lane (ocr_pdf)."""
+
+    TEXT = "text"
+    OCR = "ocr"
 
 
 class BatchReason(enum.StrEnum):
@@ -131,6 +140,7 @@ class FileResult:
     sha256: str | None = None
     detail: dict[str, float] = field(default_factory=dict)
     users_named: int | None = None  # ambiguous: how many users the deciding page named (never who)
+    source: str = Lane.TEXT  # the lane that read it (a file handed to the OCR lane keeps "ocr")
 
 
 @dataclass(frozen=True)
@@ -205,7 +215,6 @@ def key_segment(user_id: str) -> str:
     return encoded
 
 
-
 def user_id_of_segment(segment: str) -> str | None:
     """The user id ``key_segment`` made ``segment`` from, or None (a hashed or foreign segment)."""
     if _PLAIN_ID.fullmatch(segment):
@@ -234,6 +243,7 @@ def user_id_of_segment(segment: str) -> str | None:
         return None
     return user_id if key_segment(user_id) == segment else None
 
+
 # What each reason means to a person reading the results (CLI, upload page, CSV).
 REASON_TEXT: dict[str, str] = {
     Reason.MATCHED: "linked to the user whose email address it contains",
@@ -241,6 +251,7 @@ REASON_TEXT: dict[str, str] = {
     Reason.NO_EMAIL: "no email address found",
     Reason.NO_USER: "email address found, but no user has it",
     Reason.AMBIGUOUS: "names more than one user on the same page, so it was linked to nobody",
+    Reason.OCR_PAGE_LIMIT: "a scan whose first pages (read by OCR, up to the page limit) name no user",
     Reason.ALREADY_LINKED: "the user already has a PDF on file",
     Reason.MALFORMED_PDF: "not a readable PDF (damaged, truncated or another file type)",
     Reason.ENCRYPTED: "password-protected",

@@ -62,6 +62,9 @@ class FileRow:
     timings: Mapping[str, float] = field(default_factory=dict)
     users_named: int | None = None  # ambiguous: how many users the deciding page named (never who)
     name_hex: str | None = None  # the name's raw bytes in the ZIP, hex (None for rows older than it)
+    # The lane that read it: "text", or "ocr" from the moment process_pdf hands it to the OCR lane
+    # (outcome still None: waiting for OCR); None while no lane has decided anything about it.
+    source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -318,6 +321,14 @@ class Ledger(Protocol):
 
         The attempt count is kept, so it stays the number of times the file was ever tried.
         """
+        ...
+
+    def mark_lane(self, batch_id: str, index: int, lane: str) -> None:
+        """Note that a file without an outcome is handed to ``lane`` (its source); no-op once recorded."""
+        ...
+
+    def lane_counts(self, batch_id: str, lane: str) -> dict[str, int]:
+        """PDF entries of ``lane``: {"waiting": without an outcome yet, "done": recorded}."""
         ...
 
     def done_files(self, batch_id: str) -> list[DoneFile]:

@@ -19,7 +19,7 @@ from pdfbatch.ops.deploy import DeployParams, deploy
 pytestmark = pytest.mark.integration
 
 REGION = "us-east-1"
-FUNCTION_KEYS = ("UnzipFunctionName", "ProcessPdfFunctionName", "StatusFunctionName")
+FUNCTION_KEYS = ("UnzipFunctionName", "ProcessPdfFunctionName", "OcrPdfFunctionName", "StatusFunctionName")
 # Secrets are read again after 2 s, so a rotation shows within the test.
 PARAMS = DeployParams.from_env(extra={"SecretsMaxAge": "2"})
 
@@ -107,7 +107,7 @@ def test_deploy_returns_every_output(stack: dict[str, Any]) -> None:
 
 def test_functions_run_python_3_13_with_their_settings(stack: dict[str, Any], aws: Any) -> None:
     out, lam = stack["outputs"], aws("lambda")
-    for key in ("UnzipFunctionName", "ProcessPdfFunctionName", "StatusFunctionName"):
+    for key in FUNCTION_KEYS:
         cfg = lam.get_function_configuration(FunctionName=out[key])
         assert cfg["Runtime"] == "python3.13"
         assert cfg["Handler"] == "handler.handler"
@@ -122,6 +122,9 @@ def test_functions_run_python_3_13_with_their_settings(stack: dict[str, Any], aw
     assert unzip["Environment"]["Variables"]["PDFBATCH_QUEUE_URL"] == out["QueueUrl"]
     process = lam.get_function_configuration(FunctionName=out["ProcessPdfFunctionName"])
     assert process["Environment"]["Variables"]["PDFBATCH_MAX_RECEIVE_COUNT"] == "5"
+    assert process["Environment"]["Variables"]["PDFBATCH_OCR_QUEUE_URL"] == out["OcrQueueUrl"]
+    ocr = lam.get_function_configuration(FunctionName=out["OcrPdfFunctionName"])["Environment"]["Variables"]
+    assert (ocr["PDFBATCH_QUEUE_URL"], ocr["OMP_THREAD_LIMIT"]) == (out["OcrQueueUrl"], "1")
 
 
 def test_process_pdf_reads_the_queue_in_partial_batches_five_at_most_at_once(
@@ -260,7 +263,7 @@ def test_the_status_zip_deployed_holds_no_pdf_library(stack: dict[str, Any], aws
 
     out, lam, s3 = stack["outputs"], aws("lambda"), aws("s3")
     tops = {}
-    for key, fn in zip(FUNCTION_KEYS, ("unzip", "process_pdf", "status"), strict=True):
+    for key, fn in zip(FUNCTION_KEYS, ("unzip", "process_pdf", "ocr_pdf", "status"), strict=True):
         # the zip the function runs: the uploaded artefact whose sha256 Lambda reports
         deployed = base64.b64decode(
             lam.get_function(FunctionName=out[key])["Configuration"]["CodeSha256"]
@@ -273,6 +276,12 @@ def test_the_status_zip_deployed_holds_no_pdf_library(stack: dict[str, Any], aws
     assert not tops["StatusFunctionName"] & pdf_libraries
     assert not tops["UnzipFunctionName"] & pdf_libraries
     assert pdf_libraries <= tops["ProcessPdfFunctionName"]
+    # the OCR lane's zip carries the engine and its model (a zip, not an image: infra/README.md)
+    assert {"tesserocr", "share"} <= tops["OcrPdfFunctionName"]
+    assert not tops["ProcessPdfFunctionName"] & {"tesserocr", "PIL"}
+    # and its reserved concurrency is the template's OcrConcurrency (applied by deploy on LocalStack)
+    got = lam.get_function_concurrency(FunctionName=out["OcrPdfFunctionName"])
+    assert got["ReservedConcurrentExecutions"] == 2
 
 
 def test_the_secrets_hold_the_credentials_and_the_key_the_cli_finds(
@@ -336,6 +345,7 @@ def test_the_alarms_and_the_dashboard_exist_on_the_stack(stack: dict[str, Any], 
         "files-gave-up",
         "unzip-errors",
         "pdf-lane-queue-age",
+        "ocr-lane-queue-age",
         "status-5xx",
     }
     assert set(alarms) == {f"{stack['name']}-{s}" for s in suffixes}

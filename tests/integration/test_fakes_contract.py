@@ -170,6 +170,19 @@ def ledger_script(side: LedgerSide, run: str) -> Transcript:
     call("still empty", ledger.pdf_url_of, d)
     call("files after links", ledger.list_files, b1, -1, 100)
 
+    # lanes: a file handed to the OCR lane keeps "ocr" whoever records it; a recorded file is not marked
+    call("lanes before", ledger.lane_counts, b1, "ocr")
+    call("mark for ocr", ledger.mark_lane, b1, 3, "ocr")
+    call("mark again", ledger.mark_lane, b1, 3, "ocr")
+    call("mark a recorded file is a no-op", ledger.mark_lane, b1, 1, "ocr")
+    call("marked", ledger.get_file, b1, 3)
+    call("lanes waiting", ledger.lane_counts, b1, "ocr")
+    tick(0.1)
+    call("record keeps the lane", ledger.record, b1, 3, FileResult("skipped_no_match", "no_email"))
+    call("lanes done", ledger.lane_counts, b1, "ocr")
+    call("text lane", ledger.lane_counts, b1, "text")
+    call("ocr result", ledger.record, b1, 2, FileResult("failed", "timeout", source="ocr"))
+
     # listing and counting
     for outcome in (None, "", "linked", "ignored", "not_linked", "pending", "failed"):
         call(f"list {outcome!r}", ledger.list_files, b1, -1, 100, outcome)

@@ -476,7 +476,10 @@ def test_worker_killed_on_the_last_receive_still_finishes_its_batch_through_the_
         time.sleep(1.5)  # the visibility timeout runs out
         got = sqs.receive_message(
             # Long polling: on a loaded machine the message may be made visible again a moment late.
-            QueueUrl=work_url, MaxNumberOfMessages=10, AttributeNames=["All"], WaitTimeSeconds=10
+            QueueUrl=work_url,
+            MaxNumberOfMessages=10,
+            AttributeNames=["All"],
+            WaitTimeSeconds=10,
         )
         return list(got.get("Messages", []))
 

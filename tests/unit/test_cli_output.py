@@ -167,3 +167,21 @@ def test_arbitrary_names_through_every_printing_path_never_raise_or_reach_the_te
 def test_printable_replaces_control_escape_and_bidi_characters_and_keeps_the_rest() -> None:
     assert printable("a\x1b[31mb\u202ec\x00d\u0085e\u2028f") == "a\ufffd[31mb\ufffdc\ufffdd\ufffde\ufffdf"
     assert printable("ünïcødé 日本語 😀 [b] \\ :x:") == "ünïcødé 日本語 😀 [b] \\ :x:"
+
+
+def test_status_says_what_the_ocr_lane_read_only_when_it_read_something(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # GIVEN a running batch with two scans waiting for the OCR lane and one read by it
+    api = FakeApi(["a.pdf"], status="PROCESSING")
+    api.final["lanes"] = {"text": {"done": 3}, "ocr": {"waiting": 2, "done": 1}}
+    monkeypatch.setattr(batches, "api_client", lambda: api)
+    term = Terminal(monkeypatch)
+    # WHEN the operator asks for its status
+    batches.status_cmd(argparse.Namespace(batch_id=BATCH, json=False))
+    # THEN the lane's part is shown; a batch without scans shows no such line
+    assert "scans read by OCR: 1 done, 2 waiting" in RICH.sub("", term.text())
+    api.final["lanes"] = {"text": {"done": 3}, "ocr": {"waiting": 0, "done": 0}}
+    term = Terminal(monkeypatch)
+    batches.status_cmd(argparse.Namespace(batch_id=BATCH, json=False))
+    assert "OCR" not in term.text()

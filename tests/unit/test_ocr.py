@@ -384,6 +384,15 @@ def test_tesseract_reads_a_header_address_from_the_band_alone(seed: int) -> None
     assert (result.email, [r.part for r in result.regions]) == (doc.email, ["header"])
 
 
+def test_tesseract_reads_a_page_of_shapes_as_no_text() -> None:
+    # GIVEN an image-only page of filled shapes (tesserocr finds "lines" there with no text at all)
+    from pdfbatch.ops import samples
+
+    # WHEN Tesseract reads it THEN it names nobody, without failing the worker (it raised before)
+    result = ocr.scan(samples.image_only(), Users(), engine=ocr.Tesseract())
+    assert result.reason == Reason.NO_EMAIL
+
+
 def test_tesseract_reads_an_address_on_page_two() -> None:
     doc = next(d for d in (scans.scan_doc(s, 300) for s in range(500, 600)) if d.where == "page2")
     result = ocr.scan(doc.data, Users(doc.email), engine=ENGINE, budget_seconds=ROOMY)

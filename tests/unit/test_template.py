@@ -214,8 +214,37 @@ def test_the_work_dlq_is_consumed_so_a_file_whose_last_delivery_died_still_ends(
     assert template["Outputs"]["ParkedQueueUrl"]["Value"] == {"Ref": "ParkedQueue"}
 
 
+def test_the_ocr_lane_has_its_own_queue_dlq_budget_and_page_limit(template: dict[str, Any]) -> None:
+    from pdfbatch.services.processing import FILE_MARGIN_SECONDS
+
+    # GIVEN the OCR queue: its dead letters go to its own DLQ, which unzip settles like the work DLQ
+    redrive = template["Resources"]["OcrQueue"]["Properties"]["RedrivePolicy"]
+    assert redrive["deadLetterTargetArn"] == {"Fn::GetAtt": ["OcrDeadLetterQueue", "Arn"]}
+    assert redrive["maxReceiveCount"] == {"Ref": "MaxReceiveCount"}
+    fn, _ = sqs_mapping(template, "OcrDeadLetterQueue")
+    assert fn == "UnzipFunction"
+    assert "RedrivePolicy" not in template["Resources"]["OcrDeadLetterQueue"]["Properties"]
+    # THEN ocr_pdf backs off on its own queue, reads the budget and page limit from parameters, runs
+    # Tesseract on one thread, and its timeout holds the largest budget and one file's margin
+    ocr = function(template, "OcrPdfFunction")
+    env = ocr["Environment"]["Variables"]
+    assert env["PDFBATCH_QUEUE_URL"] == {"Ref": "OcrQueue"}
+    assert env["PDFBATCH_OCR_BUDGET_SECONDS"] == {"Ref": "OcrBudgetSeconds"}
+    assert env["PDFBATCH_OCR_MAX_PAGES"] == {"Ref": "OcrMaxPages"}
+    assert env["OMP_THREAD_LIMIT"] == "1"
+    params = template["Parameters"]
+    assert (params["OcrMaxPages"]["Default"], params["OcrConcurrency"]["Default"]) == (5, 2)
+    timeout = number(template, ocr["Timeout"])
+    assert timeout >= params["OcrBudgetSeconds"]["MaxValue"] + FILE_MARGIN_SECONDS
+    visibility = number(template, template["Resources"]["OcrQueue"]["Properties"]["VisibilityTimeout"])
+    assert visibility >= 6 * timeout
+    # AND process_pdf knows where to hand scans
+    process_env = function(template, "ProcessPdfFunction")["Environment"]["Variables"]
+    assert process_env["PDFBATCH_OCR_QUEUE_URL"] == {"Ref": "OcrQueue"}
+
+
 def test_dead_letter_queues_keep_messages_fourteen_days(template: dict[str, Any]) -> None:
-    for name in ("DeadLetterQueue", "UnzipDeadLetterQueue", "ParkedQueue"):
+    for name in ("DeadLetterQueue", "UnzipDeadLetterQueue", "OcrDeadLetterQueue", "ParkedQueue"):
         assert template["Resources"][name]["Properties"]["MessageRetentionPeriod"] == 1_209_600
 
 
@@ -236,7 +265,13 @@ def test_process_timeout_covers_a_batch_at_the_default_extraction_budget(templat
 
 def test_every_function_runs_python_3_13_on_arm64_unless_told_otherwise(template: dict[str, Any]) -> None:
     fns = functions(template)
-    assert set(fns) == {"UnzipFunction", "ProcessPdfFunction", "StatusFunction", "DeliverCallbacksFunction"}
+    assert set(fns) == {
+        "UnzipFunction",
+        "ProcessPdfFunction",
+        "OcrPdfFunction",
+        "StatusFunction",
+        "DeliverCallbacksFunction",
+    }
     arch = template["Parameters"]["Architecture"]
     assert arch["Default"] == "arm64" and set(arch["AllowedValues"]) == {"arm64", "x86_64"}
     for props in fns.values():
@@ -254,6 +289,7 @@ def test_sam_builds_each_function_from_its_folder_with_the_project_builder(templ
     for name, folder in (
         ("UnzipFunction", "unzip"),
         ("ProcessPdfFunction", "process_pdf"),
+        ("OcrPdfFunction", "ocr_pdf"),
         ("StatusFunction", "status"),
         ("DeliverCallbacksFunction", "deliver_callbacks"),
     ):
@@ -275,6 +311,8 @@ def test_sqs_mapping_never_outruns_the_reserved_concurrency(template: dict[str, 
         "UnzipDeadLetterQueue",
         "DeadLetterQueue",
         "CallbackQueue",
+        "OcrQueue",
+        "OcrDeadLetterQueue",
     }
     maximum = number(template, props["ScalingConfig"]["MaximumConcurrency"])
     reserved = number(template, function(template, fn)["ReservedConcurrentExecutions"])
@@ -285,6 +323,12 @@ def test_sqs_mapping_never_outruns_the_reserved_concurrency(template: dict[str, 
     assert fn == "DeliverCallbacksFunction"
     maximum = number(template, props["ScalingConfig"]["MaximumConcurrency"])
     assert maximum <= number(template, function(template, fn)["ReservedConcurrentExecutions"]) == 2
+    # AND the OCR lane's mapping is bounded by its own reservation (default 2), one scan per invocation
+    fn, props = sqs_mapping(template, "OcrQueue")
+    assert fn == "OcrPdfFunction" and props["BatchSize"] == 1
+    maximum = number(template, props["ScalingConfig"]["MaximumConcurrency"])
+    reserved = number(template, function(template, fn)["ReservedConcurrentExecutions"])
+    assert maximum == reserved == 2
 
 
 def test_sqs_mapping_reports_partial_batch_failures(template: dict[str, Any]) -> None:
@@ -431,7 +475,8 @@ def test_no_function_can_delete_anything_but_staged_copies(template: dict[str, A
             for res in as_list(st["Resource"]):
                 assert arn_text(res).endswith("/staging/*"), (name, st)
             deleters.add(name)
-    assert len(deleters) == 1, deleters
+    # process_pdf and ocr_pdf: each deletes the staged copy of a file it linked
+    assert deleters == {"ProcessPdfRole", "OcrPdfRole"}, deleters
 
 
 def test_each_function_gets_only_its_own_s3_and_sqs_rights(template: dict[str, Any]) -> None:
@@ -454,7 +499,7 @@ def test_each_function_gets_only_its_own_s3_and_sqs_rights(template: dict[str, A
         ("s3:PutObject", "/reports/*"),
         *(
             (f"sqs:{a}", f"GetAtt:{queue}.Arn")
-            for queue in ("UnzipDeadLetterQueue", "DeadLetterQueue")
+            for queue in ("UnzipDeadLetterQueue", "DeadLetterQueue", "OcrDeadLetterQueue")
             for a in (
                 "ReceiveMessage",
                 "DeleteMessage",
@@ -474,8 +519,15 @@ def test_each_function_gets_only_its_own_s3_and_sqs_rights(template: dict[str, A
         ("s3:PutObject", "/reports/*"),
         ("s3:ListBucket", ""),
     }
-    assert {r for a, r in process if a.startswith("sqs:")} == {"GetAtt:WorkQueue.Arn"}
+    assert {r for a, r in process if a.startswith("sqs:")} == {"GetAtt:WorkQueue.Arn", "GetAtt:OcrQueue.Arn"}
+    assert {a for a, r in process if r == "GetAtt:OcrQueue.Arn"} == {"sqs:SendMessage"}  # the hand-off
     assert {a for a, _ in process} >= {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}
+    # ocr_pdf: process_pdf's S3 rights (read and drop staged copies, write final keys) and its own queue
+    scans = data_grants("OcrPdfFunction")
+    s3_rights = {(a, r) for a, r in process if a.startswith("s3:")}
+    assert {(a, r) for a, r in scans if a.startswith("s3:")} == s3_rights
+    assert {r for a, r in scans if a.startswith("sqs:")} == {"GetAtt:OcrQueue.Arn"}
+    assert "sqs:SendMessage" not in {a for a, _ in scans}
     assert data_grants("StatusFunction") == {
         ("s3:PutObject", "/uploads/*"),
         ("s3:PutObject", "/reports/*"),
@@ -499,7 +551,11 @@ def test_only_the_functions_that_finish_batches_may_put_events_and_only_on_the_d
                 granted.setdefault(role, set()).update((action, arn_text(r)) for r in as_list(st["Resource"]))
     # THEN exactly the three roles of functions that finish batches (unzip: failed ZIPs and the DLQ;
     # process_pdf: the last count; status: an expired or summary-lost batch) may PutEvents, on default only
-    finishers = {role_of(template, f) for f in ("UnzipFunction", "ProcessPdfFunction", "StatusFunction")}
+    # (and ocr_pdf: the last count of a batch whose last file was a scan)
+    finishers = {
+        role_of(template, f)
+        for f in ("UnzipFunction", "ProcessPdfFunction", "OcrPdfFunction", "StatusFunction")
+    }
     assert granted == {role: {("events:PutEvents", DEFAULT_BUS)} for role in finishers}
 
 
@@ -646,8 +702,8 @@ def _emf_metric_names() -> set[str]:
         *metrics.STAGE_METRICS.values(),
         *metrics.OUTCOME_METRICS.values(),
         *metrics.ZIP_SECONDS.values(),
-        metrics.QUEUE_AGE,
-        metrics.FIRST_RECEIVE_DELAY,
+        *(name for lane in metrics.LANE_METRICS.values() for name in lane.values()),
+        metrics.HANDED_TO_OCR,
         metrics.GAVE_UP,
         metrics.ENTRIES_STAGED,
         metrics.ENTRIES_REJECTED,
@@ -737,7 +793,15 @@ def test_the_dashboard_shows_queue_age_beside_duration_outcomes_and_dlqs(templat
     assert set(metrics.OUTCOME_METRICS.values()) | {metrics.GAVE_UP} == outcomes
     assert widgets["files per minute by outcome"]["properties"]["period"] == 60
     dlqs = {r[3] for r in widgets["dead-letter queues"]["properties"]["metrics"]}
-    assert dlqs == {"DeadLetterQueue.QueueName", "UnzipDeadLetterQueue.QueueName"}
+    assert dlqs == {
+        "DeadLetterQueue.QueueName",
+        "UnzipDeadLetterQueue.QueueName",
+        "OcrDeadLetterQueue.QueueName",
+    }
+    ocr_age, ocr_duration = widgets["OCR lane: queue age"], widgets["OCR lane: worker duration"]
+    assert ocr_age["y"] == ocr_duration["y"]
+    assert ["pdfbatch", "OcrQueueAge"] in [r[:2] for r in ocr_age["properties"]["metrics"]]
+    assert ["pdfbatch", "OcrFileDuration"] in [r[:2] for r in ocr_duration["properties"]["metrics"]]
     alarm_widget = next(w for w in parsed["widgets"] if w["type"] == "alarm")
     assert len(alarm_widget["properties"]["alarms"]) == len(resources(template, "AWS::CloudWatch::Alarm"))
 

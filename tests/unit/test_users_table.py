@@ -97,7 +97,6 @@ def test_any_ids_become_distinct_safe_key_segments_of_bounded_length(ids: list[s
         assert len(final_key(segment, SHA).encode()) < 1024
 
 
-
 @given(st.text(max_size=300))
 def test_gc_reads_back_the_user_of_every_segment_but_a_hashed_one(user_id: str) -> None:
     # pdfbatch gc asks whether the user a final key names points at it: it must read the id back.
@@ -108,6 +107,7 @@ def test_gc_reads_back_the_user_of_every_segment_but_a_hashed_one(user_id: str) 
 @pytest.mark.parametrize("segment", ["!_zz", "!_2", "!a_2fb/c", "a/b", "!!" + "0" * 64, "!_ff"])
 def test_segments_no_id_maps_to_name_nobody(segment: str) -> None:
     assert user_id_of_segment(segment) is None
+
 
 # --- which addresses a column can hold ----------------------------------------------------------------
 

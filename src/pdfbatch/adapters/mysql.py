@@ -72,8 +72,10 @@ SCHEMA = (
       started_at DOUBLE NULL,
       finished_at DOUBLE NULL,
       users_named INT NULL,
+      source VARCHAR(8) NULL,
       PRIMARY KEY (batch_id, entry_index),
-      KEY by_sha (sha256)
+      KEY by_sha (sha256),
+      KEY by_lane (batch_id, source, outcome)
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
     """,
     # S3 upload (bucket, key, sequencer or version) -> the batch its first notification claimed; a batch
@@ -134,6 +136,8 @@ ADDED_COLUMNS = (
     ("pdfbatch_batches", "announced_at", "DOUBLE NULL"),
     # Issue 13: the tenant that owns the batch (NULL: the admin's; rows from before tenants are).
     ("pdfbatch_batches", "tenant", "VARCHAR(32) CHARACTER SET ascii NULL"),
+    # Issue 12: the lane that read a file ("text", "ocr"); "ocr" from the hand-off to the OCR lane on.
+    ("pdfbatch_files", "source", "VARCHAR(8) NULL"),
 )
 # Columns whose type changed: (table, column, definition, the DATA_TYPEs it is converted from).
 # user_id: BIGINT until the users table could have string and UUID ids; MODIFY keeps every stored id
@@ -141,7 +145,11 @@ ADDED_COLUMNS = (
 CHANGED_COLUMNS = (("pdfbatch_files", "user_id", "VARCHAR(1024) NULL", ("bigint", "int")),)
 # Indexes added after the first release: (table, index, definition), added by ensure_schema when missing.
 # Earlier releases recorded only ZIPs dropped with the AWS CLI there, each with a fresh id, so by_batch holds.
-ADDED_INDEXES = (("pdfbatch_uploads", "by_batch", "UNIQUE KEY by_batch (batch_id)"),)
+ADDED_INDEXES = (
+    ("pdfbatch_uploads", "by_batch", "UNIQUE KEY by_batch (batch_id)"),
+    # The status API's per-lane progress reads only a batch's OCR rows (a covering index).
+    ("pdfbatch_files", "by_lane", "KEY by_lane (batch_id, source, outcome)"),
+)
 # entry_name is TEXT: 65,535 bytes. A 65,535-byte name decoded as cp437 can take three times that in
 # UTF-8 (INSERT IGNORE would cut it anywhere, silently), so the shown name is cut to fit with an
 # ellipsis; name_hex keeps every byte.
@@ -338,6 +346,7 @@ def _file(row: Mapping[str, Any]) -> FileRow:
         timings=json.loads(row["timings"]) if row["timings"] else {},
         users_named=row.get("users_named"),
         name_hex=row.get("name_hex"),
+        source=row.get("source"),
     )
 
 
@@ -665,6 +674,7 @@ class MysqlLedger:
             json.dumps(result.detail, sort_keys=True) if result.detail else None,
             self._clock(),
             result.users_named,
+            result.source,
         )
 
     def record(self, batch_id: str, index: int, result: FileResult) -> FileRow:
@@ -794,6 +804,29 @@ class MysqlLedger:
             )
             return bool(cur.rowcount == 1)
 
+    def mark_lane(self, batch_id: str, index: int, lane: str) -> None:
+        """Note that a file without an outcome is handed to ``lane``; a recorded file is left alone."""
+        with self.client.cursor() as cur:
+            cur.execute(
+                "UPDATE pdfbatch_files SET source = %s "
+                "WHERE batch_id = %s AND entry_index = %s AND outcome IS NULL",
+                (lane, batch_id, index),
+            )
+
+    def lane_counts(self, batch_id: str, lane: str) -> dict[str, int]:
+        """PDF entries of ``lane``: {"waiting": no outcome yet, "done": recorded} (by_lane: no scan)."""
+        with self.client.cursor() as cur:
+            cur.execute(
+                "SELECT outcome IS NULL AS waiting, COUNT(*) AS n FROM pdfbatch_files "
+                "WHERE batch_id = %s AND source = %s AND kind = 'pdf' GROUP BY outcome IS NULL",
+                (batch_id, lane),
+            )
+            rows = cur.fetchall()
+        counts = {"waiting": 0, "done": 0}
+        for row in rows:
+            counts["waiting" if int(row["waiting"]) else "done"] += int(row["n"])
+        return counts
+
     def reopen_file(self, batch_id: str, index: int, outcome: str, reason: str) -> bool:
         """Clear a recorded outcome other than linked if it is still the one given; keep attempts."""
         with self.client.cursor() as cur:
@@ -810,7 +843,9 @@ class MysqlLedger:
 # What record() and link() write to a file's row (f: pdfbatch_files), in _record_values' order.
 _RECORD_SET = (
     "f.outcome = %s, f.reason = %s, f.user_id = %s, f.final_key = %s, f.sha256 = COALESCE(%s, f.sha256), "
-    "f.timings = %s, f.finished_at = %s, f.users_named = %s"
+    "f.timings = %s, f.finished_at = %s, f.users_named = %s, "
+    # A file handed to the OCR lane stays "ocr" whoever records it (ocr_pdf, or give_up after it).
+    "f.source = COALESCE(f.source, %s)"
 )
 
 

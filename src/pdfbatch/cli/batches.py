@@ -131,6 +131,7 @@ def print_summary(client: Any, status: dict[str, Any], console: Any) -> None:
     table.add_row("[dim]ignored (not PDFs)[/dim]", f"[dim]{status.get('ignored', 0)}[/dim]")
     table.add_row("[bold]total PDFs[/bold]", f"[bold]{status.get('totalFiles') or 0}[/bold]")
     console.print(table)
+    ocr_lane(status, console)
     later_uploads(status, console)
     if status["status"] != "COMPLETED" or status["processed"] == status["linked"]:
         return
@@ -143,6 +144,15 @@ def print_summary(client: Any, status: dict[str, Any], console: Any) -> None:
         why_text = f"{shown(why(f))} [dim]({shown(f['reason'])})[/dim]"
         not_linked.add_row(shown(f["name"]), shown(f["outcome"]), why_text)
     console.print(not_linked)
+
+
+def ocr_lane(status: dict[str, Any], console: Any) -> None:
+    """The OCR lane's part of a batch, when it has one: scans waiting for it and read by it."""
+    ocr = (status.get("lanes") or {}).get("ocr") or {}
+    if ocr.get("waiting") or ocr.get("done"):
+        console.print(
+            f"scans read by OCR: {shown(ocr.get('done', 0))} done, {shown(ocr.get('waiting', 0))} waiting"
+        )
 
 
 def later_uploads(status: dict[str, Any], console: Any) -> None:
@@ -172,6 +182,7 @@ def status_cmd(args: argparse.Namespace) -> int:
         counts = f"{shown(body['processed'])}/{shown(total)} files ({shown(body['percent'])}%)"
         console = stderr_console()
         console.print(f"{shown(body['status'])}: {counts}")
+        ocr_lane(body, console)
         later_uploads(body, console)
     return EXIT_BATCH_FAILED if body["status"] == "FAILED" else EXIT_OK
 

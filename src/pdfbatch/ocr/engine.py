@@ -157,7 +157,12 @@ class Tesseract:
         for line in tesserocr.iterate_level(iterator, level):
             if line.IsAtBeginningOf(tesserocr.RIL.PARA):
                 paragraph += 1
-            text = (line.GetUTF8Text(level) or "").strip("\n")
+            try:
+                text = (line.GetUTF8Text(level) or "").strip("\n")
+            except RuntimeError:
+                # tesserocr raises "No text returned" for a line of shapes without a glyph (a filled
+                # rectangle on a scanned form): a line with no text, not an engine failure.
+                continue
             box = line.BoundingBox(level)
             if text.strip() and box is not None:
                 left, top, right, bottom = box

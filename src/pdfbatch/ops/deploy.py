@@ -61,6 +61,8 @@ _MAX_TEMPLATE_BODY = 51_200
 # and ignores new Tags on update, so a local deploy passes a digest of the template and parameters as
 # the template's DeployDigest parameter and skips a deploy whose digest the stack already has.
 DIGEST_PARAM = "DeployDigest"
+# The template's OcrConcurrency default (ocr_pdf's reserved concurrency; --param OcrConcurrency=N).
+OCR_CONCURRENCY = 2
 
 Log = Callable[[str], None]
 # The operator's settings the functions read too: environment variable -> template parameter.
@@ -357,9 +359,16 @@ def ensure_reserved_concurrency(lam: Any, function_name: str, value: int) -> Non
         raise DeployError(f"{function_name}: reserved concurrency is {got}, expected {value}")
 
 
-def apply_reserved_concurrency(lam: Any, outputs: Mapping[str, str], process_concurrency: int) -> None:
-    """process_pdf's reserved concurrency and the template's others (RESERVED), on every deployed one."""
-    reserved = {**RESERVED, "ProcessPdfFunctionName": process_concurrency}
+def apply_reserved_concurrency(
+    lam: Any, outputs: Mapping[str, str], process_concurrency: int, *, ocr_concurrency: int = OCR_CONCURRENCY
+) -> None:
+    """process_pdf's and ocr_pdf's reserved concurrency and the template's others (RESERVED), on every
+    deployed one."""
+    reserved = {
+        **RESERVED,
+        "ProcessPdfFunctionName": process_concurrency,
+        "OcrPdfFunctionName": ocr_concurrency,
+    }
     for output, value in reserved.items():
         if output in outputs:
             ensure_reserved_concurrency(lam, outputs[output], value)
@@ -449,7 +458,10 @@ def deploy(
     changed = sync_secrets(client("secretsmanager"), values)
     if endpoint_url:
         # CloudFormation on LocalStack ignores ReservedConcurrentExecutions.
-        apply_reserved_concurrency(client("lambda"), outputs, params.process_concurrency)
+        ocr_concurrency = int(params.template_parameters().get("OcrConcurrency") or OCR_CONCURRENCY)
+        apply_reserved_concurrency(
+            client("lambda"), outputs, params.process_concurrency, ocr_concurrency=ocr_concurrency
+        )
         outputs["LocalApiUrl"] = f"{endpoint_url.rstrip('/')}/_aws/execute-api/{outputs['ApiId']}/v1/"
         remember_api_url(root, stack_name, outputs["LocalApiUrl"])
     outputs["ArtifactsBucket"] = artifacts_bucket

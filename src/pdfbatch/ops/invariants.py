@@ -30,6 +30,7 @@ from pdfbatch.model import (
     REASON_OUTCOME,
     BatchReason,
     BatchStatus,
+    Lane,
     Outcome,
     Reason,
 )
@@ -76,6 +77,9 @@ RULES: tuple[tuple[str, str], ...] = (
         "reports_match_ledger",
         "every final batch is announced, and its reports/{batchId}/results.csv and summary.json equal what "
         "the ledger holds now, byte for byte",
+        "lanes_consistent",
+        "every entry's lane is text or ocr (or none before any lane read it); OCR's own reason "
+        "(ocr_page_limit) only on an OCR row, and no OCR row ends no_text_layer (the lane read it)",
     ),
     (
         "uploads_accounted",
@@ -596,6 +600,25 @@ def _csv_diff(data: bytes, files: Sequence[FileRow]) -> dict[str, Any]:
     return {"where": "encoding"}
 
 
+_LANES = frozenset(str(lane) for lane in Lane)
+
+
+def lanes_consistent(ev: Evidence, r: Result) -> None:
+    """A file's lane (source) agrees with its reason: each lane ends files only with reasons it can give."""
+    for b in ev.batches.values():
+        for f in b.files:
+            if f.kind != "pdf":
+                continue
+            r.checked += 1
+            where = {"batchId": b.batch_id, "index": f.index, "source": f.source, "reason": f.reason}
+            if f.source is not None and f.source not in _LANES:
+                r.fail(**where, problem="unknown lane")
+            elif f.reason == Reason.OCR_PAGE_LIMIT and f.source != Lane.OCR:
+                r.fail(**where, problem="an OCR reason on a file the OCR lane did not read")
+            elif f.reason == Reason.NO_TEXT_LAYER and f.source == Lane.OCR:
+                r.fail(**where, problem="handed to the OCR lane but recorded as unread")
+
+
 def _matches(batch: BatchEvidence, upload: ExpectedUpload) -> bool:
     names = Counter(n for n, _ in upload.entries)
     if Counter(f.name for f in batch.files) != names:
@@ -666,6 +689,7 @@ def evaluate(ev: Evidence, oracle: Oracle | None = None) -> Report:
     links_match_oracle(ev, results["links_match_oracle"], oracle)
     no_staged_leftovers(ev, results["no_staged_leftovers"])
     reports_match_ledger(ev, results["reports_match_ledger"])
+    lanes_consistent(ev, results["lanes_consistent"])
     uploads_accounted(ev, results["uploads_accounted"], oracle)
     owners_match_origin(ev, results["owners_match_origin"])
     return Report(list(ev.batches), list(results.values()))

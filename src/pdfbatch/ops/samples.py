@@ -210,7 +210,15 @@ def demo_corpus(n_resumes: int = 12) -> Corpus:
         "skipped_no_match",
         "no_email",
     )
-    c.add("scans/scanned_letter.pdf", image_only(), "skipped_no_match", "no_text_layer")
+    # scans (no text layer) go to the OCR lane: two scanned résumés of users are linked by OCR, and a
+    # page of shapes names nobody (read by OCR, no address found)
+    from pdfbatch.ops import scans  # here, not at the top: scans draws its long documents with this module
+
+    for n, seed in enumerate((20, 23), start=1):  # header layouts, 300 dpi: each read in ~0.5 CPU-s
+        doc = scans.scan_doc(seed, 300)
+        c.users.append(doc.email)
+        c.add(f"scans/scanned_resume_{n}.pdf", doc.data, "linked", "matched")
+    c.add("scans/scanned_letter.pdf", image_only(), "skipped_no_match", "no_email")
     name, email = person(105)
     c.users.append(email)
     c.add(

@@ -31,6 +31,7 @@ class Deps:
     events: Events | None = None  # EventBridge's default bus (completion events); None: not announced
     callbacks: CallbackLog | None = None  # callback URLs and delivery attempts; None: callbacks refused
     tenants: TenantKeys | None = None  # tenant keys (tenants.py); None: no tenants, only the admin key
+    ocr_queue: WorkQueue | None = None  # the OCR lane's queue (process_pdf sends scans); None: no lane
 
 
 def fingerprint(value: str) -> str:

@@ -11,7 +11,7 @@ import dataclasses
 import hashlib
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,19 +19,19 @@ from pdfbatch import metrics
 from pdfbatch.config import PER_FILE_IO, Settings
 from pdfbatch.errors import DependencyUnavailable, NotFound, PdfRejected, UsersTableError
 from pdfbatch.logs import logger
-from pdfbatch.model import FileResult, FileTask, Outcome, Reason, final_key
+from pdfbatch.model import FileResult, FileTask, Lane, Outcome, Reason, final_key
 from pdfbatch.ports import FileRow, UserRow
 from pdfbatch.services import tally
 from pdfbatch.services.deps import Deps
 
 
-def _already_recorded(deps: Deps, task: FileTask, row: FileRow) -> FileRow:
-    """Redelivery (or a crash after recording): make sure it is counted, change nothing else."""
-    tally.count(deps, row)
-    if row.outcome == Outcome.LINKED:
-        _drop_staged_copy(deps, task)  # the delivery that linked it may have died before deleting it
-    logger.info("already recorded; redelivery counted once", extra={"outcome": row.outcome})
-    return row
+@dataclass(frozen=True)
+class Verdict:
+    """Whom a scanned document is linked to, as processing acts on it (matching.Decision's shape)."""
+
+    reason: str  # MATCHED | AMBIGUOUS | NO_USER | NO_EMAIL | NO_TEXT_LAYER
+    user: UserRow | None = None  # MATCHED only
+    users_named: int = 0  # distinct users the deciding page named (AMBIGUOUS: 2 or more)
 
 
 def process_file(deps: Deps, task: FileTask) -> FileRow | None:
@@ -41,6 +41,9 @@ def process_file(deps: Deps, task: FileTask) -> FileRow | None:
     are one MySQL transaction, the final key is derived from user and content, and counting is a
     set-guarded Lua script. A users table that cannot be queried as configured fails the file at once
     (``users_table_error``): a configuration problem is not an outage, so it is not retried.
+
+    A PDF with no text layer on the pages read goes to the OCR lane when there is one
+    (``hand_to_ocr``): no outcome is recorded here, ocr_pdf records it (``process_scan``).
     """
     logger.append_keys(batch_id=task.batch_id, file_index=task.index)
     row = deps.ledger.get_file(task.batch_id, task.index)
@@ -48,25 +51,112 @@ def process_file(deps: Deps, task: FileTask) -> FileRow | None:
         logger.warning("no ledger row for this message; dropped")
         return None
     if row.outcome is not None:
-        return _already_recorded(deps, task, row)
+        return _recorded_already(deps, task, row)
+    if row.source == Lane.OCR and deps.ocr_queue is not None:
+        # Handed to the OCR lane by an earlier delivery, which may have died before its send: send it
+        # again without reading it again (a duplicate in the OCR queue finds the outcome and stops).
+        return hand_to_ocr(deps, task, row)
+    return _read_and_conclude(deps, task, row, _text_reader(deps), Lane.TEXT)
+
+
+def process_scan(deps: Deps, task: FileTask, engine: Any) -> FileRow | None:
+    """ocr_pdf's use case: read one staged scan by OCR, then link, record and count it as process_file
+    does (the same rule, the same ledger row, counted once); ``engine`` is an ``ocr.Engine``.
+
+    A redelivery, a duplicate hand-off or a message for a file recorded meanwhile changes nothing.
+    """
+    logger.append_keys(batch_id=task.batch_id, file_index=task.index)
+    row = deps.ledger.get_file(task.batch_id, task.index)
+    if row is None:
+        logger.warning("no ledger row for this OCR message; dropped")
+        return None
+    if row.outcome is not None:
+        return _recorded_already(deps, task, row)
+    return _read_and_conclude(deps, task, row, _ocr_reader(deps, engine), Lane.OCR)
+
+
+def _recorded_already(deps: Deps, task: FileTask, row: FileRow) -> FileRow:
+    # Redelivery (or a crash after recording): make sure it is counted, change nothing else.
+    tally.count(deps, row)
+    if row.outcome == Outcome.LINKED:
+        _drop_staged_copy(deps, task)  # the delivery that linked it may have died before deleting it
+    logger.info("already recorded; redelivery counted once", extra={"outcome": row.outcome})
+    return row
+
+
+def hand_to_ocr(deps: Deps, task: FileTask, row: FileRow) -> FileRow:
+    """Hand a scan to the OCR lane: mark its ledger row ``source = ocr``, then send it to the OCR queue.
+
+    Marked first, sent second, the message deleted only after both: a worker killed between the two
+    leaves the work message to come back, and its redelivery finds the mark and sends again (never
+    reading or counting it twice). Duplicates in the OCR queue are harmless (the first to record wins,
+    the others find the outcome). Nothing is counted: the file has no outcome until ocr_pdf records one.
+    """
+    assert deps.ocr_queue is not None
+    deps.ledger.mark_lane(task.batch_id, task.index, Lane.OCR)
+    deps.ocr_queue.send_tasks([task])
+    metrics.handed_to_ocr()
+    logger.info("no text layer; handed to the OCR lane")
+    return dataclasses.replace(row, source=Lane.OCR)
+
+
+# A reader: the staged bytes -> the verdict and its timings (raises PdfRejected for a file it cannot read).
+Reader = Callable[[bytes], tuple[Verdict, dict[str, float]]]
+
+
+def _text_reader(deps: Deps) -> Reader:
+    def read(data: bytes) -> tuple[Verdict, dict[str, float]]:
+        scan, verdict = _scan(deps, data)
+        return verdict, {
+            "validate": getattr(scan, "validate_seconds", 0.0),
+            "extract": scan.extract_seconds,
+            "match": scan.lookup_seconds,
+            "visibility": scan.visibility_seconds,
+            "pages": float(scan.pages_read),
+        }
+
+    return read
+
+
+def _ocr_reader(deps: Deps, engine: Any) -> Reader:
+    def read(data: bytes) -> tuple[Verdict, dict[str, float]]:
+        scan, verdict = _ocr_scan(deps, data, engine)
+        return verdict, {
+            "extract": scan.ocr_seconds,
+            "match": scan.lookup_seconds,
+            "pages": float(scan.pages_read),
+        }
+
+    return read
+
+
+def _read_and_conclude(deps: Deps, task: FileTask, row: FileRow, read: Reader, lane: Lane) -> FileRow | None:
     started = time.monotonic()
     attempt = deps.ledger.begin_attempt(task.batch_id, task.index)
     if attempt == 0:  # recorded by a concurrent delivery since get_file: leave the row as it is
         row = deps.ledger.get_file(task.batch_id, task.index)
-        return _already_recorded(deps, task, row) if row is not None and row.outcome is not None else None
+        return _recorded_already(deps, task, row) if row is not None and row.outcome is not None else None
     timings: dict[str, float] = {}
 
     t = time.monotonic()
     try:
         data = deps.store.get_bytes(task.bucket, task.staging_key)
     except NotFound:
-        return _finish(deps, task, FileResult(Outcome.FAILED, Reason.MISSING_OBJECT), started)
+        return _finish(deps, task, FileResult(Outcome.FAILED, Reason.MISSING_OBJECT, source=lane), started)
     timings["download"] = time.monotonic() - t
     sha = hashlib.sha256(data).hexdigest()
     try:
-        return _match_and_link(
-            deps, task, row=row, attempt=attempt, data=data, sha=sha, timings=timings, started=started
-        )
+        t = time.monotonic()
+        try:
+            verdict, read_timings = read(data)
+        except PdfRejected as exc:
+            timings["extract"] = time.monotonic() - t
+            result = FileResult(Outcome.FAILED, exc.reason, sha256=sha, detail=timings, source=lane)
+            return _finish(deps, task, result, started)
+        timings.update(read_timings)
+        if lane == Lane.TEXT and verdict.reason == Reason.NO_TEXT_LAYER and deps.ocr_queue is not None:
+            return hand_to_ocr(deps, task, row)
+        return _conclude(deps, task, row, attempt, verdict, sha, timings, started, lane)
     except UsersTableError as exc:
         logger.error(
             "the users table cannot be queried as configured; file failed without retries",
@@ -76,42 +166,34 @@ def process_file(deps: Deps, task: FileTask) -> FileRow | None:
                 "users_table": deps.settings.users.table,
             },
         )
-        result = FileResult(Outcome.FAILED, Reason.USERS_TABLE_ERROR, sha256=sha, detail=timings)
+        result = FileResult(Outcome.FAILED, Reason.USERS_TABLE_ERROR, sha256=sha, detail=timings, source=lane)
         return _finish(deps, task, result, started)
 
 
-def _match_and_link(
+def _conclude(  # noqa: PLR0917 - the one shared tail of both lanes' reading
     deps: Deps,
     task: FileTask,
-    *,
     row: FileRow,
     attempt: int,
-    data: bytes,
+    verdict: Verdict,
     sha: str,
     timings: dict[str, float],
     started: float,
+    lane: Lane,
 ) -> FileRow:
-    t = time.monotonic()
-    try:
-        scan, verdict = _scan(deps, data)
-    except PdfRejected as exc:
-        timings["extract"] = time.monotonic() - t
-        return _finish(
-            deps, task, FileResult(Outcome.FAILED, exc.reason, sha256=sha, detail=timings), started
-        )
-    timings["validate"] = getattr(scan, "validate_seconds", 0.0)
-    timings["extract"] = scan.extract_seconds
-    timings["match"] = scan.lookup_seconds
-    timings["visibility"] = scan.visibility_seconds
-    timings["pages"] = float(scan.pages_read)
-
+    """Link, record and count what a lane read: the one path text PDFs and scans share."""
     user = verdict.user
     if user is None:
-        return _finish(deps, task, unlinked_result(verdict, sha, timings), started)
+        return _finish(deps, task, unlinked_result(verdict, sha, timings, lane), started)
     if user.pdf_url:
         # (An earlier delivery may have copied and died before linking: that copy stays for `pdfbatch gc`.)
         result = FileResult(
-            Outcome.SKIPPED_ALREADY_EXISTS, Reason.ALREADY_LINKED, user_id=user.id, sha256=sha, detail=timings
+            Outcome.SKIPPED_ALREADY_EXISTS,
+            Reason.ALREADY_LINKED,
+            user_id=user.id,
+            sha256=sha,
+            detail=timings,
+            source=lane,
         )
         return _finish(deps, task, result, started)
 
@@ -122,7 +204,13 @@ def _match_and_link(
     timings["copy"] = time.monotonic() - t
     t = time.monotonic()
     linked = FileResult(
-        Outcome.LINKED, Reason.MATCHED, user_id=user.id, final_key=key, sha256=sha, detail=timings
+        Outcome.LINKED,
+        Reason.MATCHED,
+        user_id=user.id,
+        final_key=key,
+        sha256=sha,
+        detail=timings,
+        source=lane,
     )
     # A table that refuses the statement raises UsersTableError: the copy stays for `pdfbatch gc`
     # (the same key may be the one this user already points at, from another batch).
@@ -141,19 +229,21 @@ def _match_and_link(
             attempts=attempt,
             finished_at=deps.clock(),
             timings=dict(timings),
+            source=row.source or str(lane),
         )
         timings["total"] = time.monotonic() - started
         _store_timings(deps, stored, timings)
         t = time.monotonic()
         tally.count(deps, stored)
         timings["count"] = time.monotonic() - t
-        metrics.file_recorded(stored.outcome or "", stored.reason or "", timings)
+        metrics.file_recorded(stored.outcome or "", stored.reason or "", timings, lane=lane)
         _drop_staged_copy(deps, task)
         logger.info(
             "file processed",
             extra={
                 "outcome": stored.outcome,
                 "reason": stored.reason,
+                "lane": str(lane),
                 "attempt": attempt,
                 "timings_ms": _ms(timings),
             },
@@ -163,7 +253,12 @@ def _match_and_link(
     # file. Our copy is left where it is: the same PDF in another batch has the same key, and that
     # batch may be about to link it. Copies nobody points at are swept by `pdfbatch gc` (services/gc).
     result = FileResult(
-        Outcome.SKIPPED_ALREADY_EXISTS, Reason.ALREADY_LINKED, user_id=user.id, sha256=sha, detail=timings
+        Outcome.SKIPPED_ALREADY_EXISTS,
+        Reason.ALREADY_LINKED,
+        user_id=user.id,
+        sha256=sha,
+        detail=timings,
+        source=lane,
     )
     return _finish(deps, task, result, started)
 
@@ -185,16 +280,9 @@ def _drop_staged_copy(deps: Deps, task: FileTask) -> None:
         logger.warning("staged copy not deleted; the lifecycle rule will expire it", exc_info=True)
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """Whom a scanned document is linked to, as processing acts on it (matching.Decision's shape)."""
-
-    reason: str  # MATCHED | AMBIGUOUS | NO_USER | NO_EMAIL | NO_TEXT_LAYER
-    user: UserRow | None = None  # MATCHED only
-    users_named: int = 0  # distinct users the deciding page named (AMBIGUOUS: 2 or more)
-
-
-def unlinked_result(verdict: Verdict, sha: str, timings: Mapping[str, float]) -> FileResult:
+def unlinked_result(
+    verdict: Verdict, sha: str, timings: Mapping[str, float], lane: Lane = Lane.TEXT
+) -> FileResult:
     """What a document that links nobody is recorded as: skipped_no_match with the verdict's reason;
     an ambiguous one says how many users it named, never who (no user id)."""
     detail = dict(timings)
@@ -205,8 +293,9 @@ def unlinked_result(verdict: Verdict, sha: str, timings: Mapping[str, float]) ->
             sha256=sha,
             detail=detail,
             users_named=verdict.users_named,
+            source=lane,
         )
-    return FileResult(Outcome.SKIPPED_NO_MATCH, str(verdict.reason), sha256=sha, detail=detail)
+    return FileResult(Outcome.SKIPPED_NO_MATCH, str(verdict.reason), sha256=sha, detail=detail, source=lane)
 
 
 def _scan(deps: Deps, data: bytes) -> tuple[Any, Verdict]:
@@ -227,6 +316,33 @@ def _scan(deps: Deps, data: bytes) -> tuple[Any, Verdict]:
     return scan, Verdict(scan.reason, scan.match, scan.users_named)
 
 
+def _ocr_scan(deps: Deps, data: bytes, engine: Any) -> tuple[Any, Verdict]:
+    """Read a scan by OCR (ocr.scan) until a region names a user, then apply the matching rule to that
+    region as to a text page: one user -> matched, two or more -> ambiguous (a misread names nobody)."""
+    from pdfbatch import ocr
+    from pdfbatch.matching import MatchPolicy, decide, normalise
+
+    rows: list[UserRow] = []
+
+    def lookup(emails: Sequence[str]) -> dict[str, UserRow]:
+        found = deps.users.find_by_emails(emails)
+        rows.extend(found)
+        return {normalise(u.email): u for u in found}
+
+    s = deps.settings
+    scan = ocr.scan(
+        data,
+        lookup,
+        engine=engine,
+        max_pages=s.limits.ocr_max_pages,
+        budget_seconds=s.limits.ocr_budget_seconds,
+    )
+    if scan.reason != Reason.MATCHED:
+        return scan, Verdict(scan.reason)
+    decision = decide([list(scan.named)], rows, MatchPolicy(s.match_policy), complete=True)
+    return scan, Verdict(decision.reason, decision.user, decision.users_named)
+
+
 def _finish(deps: Deps, task: FileTask, result: FileResult, started: float) -> FileRow:
     # tally.record_and_count, its two steps timed apart (update, count) for the file's stage timings;
     # the metrics are emitted once, by the invocation that recorded the outcome.
@@ -242,10 +358,15 @@ def _finish(deps: Deps, task: FileTask, result: FileResult, started: float) -> F
     tally.count(deps, stored)
     timings["count"] = time.monotonic() - t
     if ours:
-        metrics.file_recorded(stored.outcome or "", stored.reason or "", timings)
+        metrics.file_recorded(stored.outcome or "", stored.reason or "", timings, lane=result.source)
     logger.info(
         "file processed",
-        extra={"outcome": stored.outcome, "reason": stored.reason, "timings_ms": _ms(timings)},
+        extra={
+            "outcome": stored.outcome,
+            "reason": stored.reason,
+            "lane": result.source,
+            "timings_ms": _ms(timings),
+        },
     )
     return stored
 
@@ -350,9 +471,11 @@ def on_failed_attempt(deps: Deps, task: FileTask, receipt_handle: str, receive_c
 FILE_MARGIN_SECONDS = 2 * PER_FILE_IO.worst_call_seconds() + 3.0
 
 
-def has_time_for_a_file(settings: Settings, remaining_ms: int) -> bool:
-    """Whether a file started now ends (budget and margin) before the invocation's timeout."""
-    return remaining_ms / 1000.0 >= settings.limits.file_budget_seconds + FILE_MARGIN_SECONDS
+def has_time_for_a_file(settings: Settings, remaining_ms: int, lane: Lane = Lane.TEXT) -> bool:
+    """Whether a file started now ends (its lane's budget and margin) before the invocation's timeout."""
+    limits = settings.limits
+    budget = limits.ocr_budget_seconds if lane == Lane.OCR else limits.file_budget_seconds
+    return remaining_ms / 1000.0 >= budget + FILE_MARGIN_SECONDS
 
 
 def release_unstarted(deps: Deps, receipt_handle: str) -> None:

@@ -16,7 +16,15 @@ from typing import Any
 
 from pdfbatch import delivery
 from pdfbatch.errors import InvalidInput, NotFound
-from pdfbatch.model import COUNTED_OUTCOMES, FINAL_STATUSES, IGNORED, BatchStatus, describe, is_batch_id
+from pdfbatch.model import (
+    COUNTED_OUTCOMES,
+    FINAL_STATUSES,
+    IGNORED,
+    BatchStatus,
+    Lane,
+    describe,
+    is_batch_id,
+)
 from pdfbatch.ports import BatchRow, FileRow, LiveProgress
 from pdfbatch.services import batches, tally
 from pdfbatch.services.deps import Deps, iso
@@ -48,11 +56,19 @@ def batch_status(deps: Deps, batch_id: str, caller: Caller = ADMIN) -> dict[str,
     """
     _visible(deps, batch_id, caller)
     body = _batch_status(deps, batch_id)
+    body["lanes"] = lane_progress(deps, batch_id, int(body["processed"]))
     if body["status"] in FINAL_STATUSES:
         report = report_links(deps, batch_id)
         if report is not None:
             body["report"] = report
     return body
+
+
+def lane_progress(deps: Deps, batch_id: str, processed: int) -> dict[str, dict[str, int]]:
+    """Progress per lane: scans handed to the OCR lane (waiting for it, done by it, from the ledger's
+    by_lane index: a batch's OCR rows only), and the files the text lane recorded (the rest)."""
+    ocr = deps.ledger.lane_counts(batch_id, Lane.OCR)
+    return {"text": {"done": max(processed - ocr["done"], 0)}, "ocr": ocr}
 
 
 def report_links(deps: Deps, batch_id: str) -> dict[str, Any] | None:
@@ -248,6 +264,7 @@ def file_item(row: FileRow) -> dict[str, Any]:
         "attempts": row.attempts,
         "finishedAt": iso(row.finished_at),
         "timings": {k: round(v, 4) for k, v in row.timings.items()} if row.timings else {},
+        "source": delivery.source_of(row),
     }
 
 
