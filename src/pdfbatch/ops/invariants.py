@@ -77,6 +77,8 @@ RULES: tuple[tuple[str, str], ...] = (
         "reports_match_ledger",
         "every final batch is announced, and its reports/{batchId}/results.csv and summary.json equal what "
         "the ledger holds now, byte for byte",
+    ),
+    (
         "lanes_consistent",
         "every entry's lane is text or ocr (or none before any lane read it); OCR's own reason "
         "(ocr_page_limit) only on an OCR row, and no OCR row ends no_text_layer (the lane read it)",

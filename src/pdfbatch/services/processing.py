@@ -134,8 +134,8 @@ def _read_and_conclude(deps: Deps, task: FileTask, row: FileRow, read: Reader, l
     started = time.monotonic()
     attempt = deps.ledger.begin_attempt(task.batch_id, task.index)
     if attempt == 0:  # recorded by a concurrent delivery since get_file: leave the row as it is
-        row = deps.ledger.get_file(task.batch_id, task.index)
-        return _recorded_already(deps, task, row) if row is not None and row.outcome is not None else None
+        now = deps.ledger.get_file(task.batch_id, task.index)
+        return _recorded_already(deps, task, now) if now is not None and now.outcome is not None else None
     timings: dict[str, float] = {}
 
     t = time.monotonic()
