@@ -341,6 +341,7 @@ def test_the_alarms_and_the_dashboard_exist_on_the_stack(stack: dict[str, Any], 
     }
     suffixes = {
         "work-dlq-not-empty",
+        "callback-dlq-not-empty",
         "unzip-dlq-not-empty",
         "files-gave-up",
         "unzip-errors",
