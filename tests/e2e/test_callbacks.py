@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import socket
 import threading
 import time
 import urllib.error
@@ -22,10 +21,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 
-from fixtures.stack import STACK, run_cli
+from fixtures.stack import STACK, free_port, local_client, run_cli
 from pdfbatch import callbacks
 from pdfbatch.ops import samples
 
@@ -83,32 +81,14 @@ class Receiver:
         self.httpd.server_close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _secret(stack: dict[str, Any]) -> str:
-    sm = boto3.client(
-        "secretsmanager",
-        endpoint_url=stack["endpoint"],
-        region_name="us-east-1",
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-    )
+    sm = local_client("secretsmanager", stack["endpoint"])
     return str(sm.get_secret_value(SecretId=stack["outputs"]["CallbackSecretArn"])["SecretString"])
 
 
 def _logs(stack: dict[str, Any]) -> dict[str, list[str]]:
     """Every line each of the stack's functions logged (LocalStack keeps them in CloudWatch Logs)."""
-    client = boto3.client(
-        "logs",
-        endpoint_url=stack["endpoint"],
-        region_name="us-east-1",
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-    )
+    client = local_client("logs", stack["endpoint"])
     out: dict[str, list[str]] = {}
     for group in client.describe_log_groups(logGroupNamePrefix=f"/aws/lambda/{STACK}-")["logGroups"]:
         name = group["logGroupName"]
@@ -147,7 +127,7 @@ def test_a_callback_receiver_down_at_first_gets_a_signed_delivery_and_a_replay(
 ) -> None:
     env, conn = stack["env"], stack["db"]
     secret = _secret(stack)
-    port = _free_port()  # nothing listens yet: the first attempt is refused
+    port = free_port()  # nothing listens yet: the first attempt is refused
     run = uuid.uuid4().hex[:8]
     person = f"callback.{run}@example.com"
     with conn.cursor() as cur:
@@ -253,7 +233,7 @@ def test_a_receiver_that_never_answers_2xx_leaves_the_delivery_in_the_callback_d
 ) -> None:
     env = stack["env"]
     secret = _secret(stack)
-    port = _free_port()
+    port = free_port()
     attempts = int(env["PDFBATCH_CALLBACK_ATTEMPTS"])
     receiver = Receiver(secret, port, answers=[500] * (attempts + 5))  # signatures fine, always 500
     try:
@@ -268,13 +248,7 @@ def test_a_receiver_that_never_answers_2xx_leaves_the_delivery_in_the_callback_d
         assert done.returncode == 0, done.stderr[-3000:]
         batch_id = json.loads(done.stdout)["batchId"]
         # WHEN every attempt has failed THEN its message is in the callback DLQ, each attempt recorded
-        sqs = boto3.client(
-            "sqs",
-            endpoint_url=stack["endpoint"],
-            region_name="us-east-1",
-            aws_access_key_id="test",
-            aws_secret_access_key="test",
-        )
+        sqs = local_client("sqs", stack["endpoint"])
         dlq = stack["outputs"]["CallbackDeadLetterQueueUrl"]
 
         def dead_letter() -> dict[str, Any] | None:

@@ -15,11 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 
 from fixtures.events import completions_queue
-from fixtures.stack import MYSQL_URL, run_cli
+from fixtures.stack import MYSQL_URL, local_client, run_cli
 from pdfbatch import delivery
 from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
 from pdfbatch.config import Settings
@@ -28,21 +27,11 @@ from pdfbatch.ops import samples
 pytestmark = pytest.mark.e2e
 
 
-def _client(service: str, endpoint: str) -> Any:
-    return boto3.client(
-        service,
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-    )
-
-
 @pytest.fixture()
 def completion_queue(stack: dict[str, Any]) -> Iterator[tuple[Any, str]]:
     """A rule on the default bus for source pdfbatch, targeting a fresh SQS queue: (sqs client, queue url)."""
     run = uuid.uuid4().hex[:8]
-    events, sqs = _client("events", stack["endpoint"]), _client("sqs", stack["endpoint"])
+    events, sqs = local_client("events", stack["endpoint"]), local_client("sqs", stack["endpoint"])
     with completions_queue(events, sqs, f"pdfbatch-completions-{run}") as url:
         yield sqs, url
 

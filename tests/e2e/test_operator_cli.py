@@ -18,7 +18,7 @@ import pymysql
 import pytest
 import redis
 
-from fixtures.stack import MYSQL_URL, REDIS_URL, ROOT, STACK, run_cli
+from fixtures.stack import MYSQL_URL, REDIS_URL, ROOT, STACK, local_client, run_cli
 from pdfbatch.adapters.redis import progress_key
 from pdfbatch.ops import samples
 
@@ -67,15 +67,7 @@ def assert_counters_match_ledger(conn: Any, batch_id: str) -> dict[str, str]:
 
 def function_log(endpoint: str, stack_name: str, function: str) -> list[dict[str, Any]]:
     """Every JSON line the local stack collected from a function (its CloudWatch log group)."""
-    import boto3
-
-    logs = boto3.client(
-        "logs",
-        endpoint_url=endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-    )
+    logs = local_client("logs", endpoint)
     kwargs: dict[str, Any] = {"logGroupName": f"/aws/lambda/{stack_name}-{function}"}
     lines: list[dict[str, Any]] = []
     while True:

@@ -12,10 +12,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 
-from fixtures.stack import run_cli, seed
+from fixtures.stack import local_client, run_cli, seed
 from pdfbatch.ops import samples
 from pdfbatch.ops.api import ApiClient, presigned_post
 
@@ -85,13 +84,7 @@ def test_a_presigned_post_used_twice_makes_two_batches_and_the_first_names_the_s
     assert status["laterUploads"] == [later["batchId"]]
     assert_linked_as_named(stack, batch_id, first_owners)
     # AND the bucket kept both uploads as versions of the one key
-    s3: Any = boto3.client(
-        "s3",
-        endpoint_url=stack["endpoint"],
-        region_name="us-east-1",
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-    )
+    s3: Any = local_client("s3", stack["endpoint"])
     bucket = stack["outputs"]["BucketName"]
     assert s3.get_bucket_versioning(Bucket=bucket).get("Status") == "Enabled"
     versions = s3.list_object_versions(Bucket=bucket, Prefix=key).get("Versions", [])

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import redis
 
-from fixtures.stack import REDIS_URL, run_cli, seed
+from fixtures.stack import REDIS_URL, local_client, run_cli, seed
 from pdfbatch.adapters.redis import progress_key
 from pdfbatch.ops import samples
 from pdfbatch.ops.api import ApiClient
@@ -42,15 +42,7 @@ def check_batch(stack: dict[str, Any], batch_id: str, corpus: samples.Corpus, st
     assert int(raw["processed"]) == sum(counted.values()) == len(pdf_names)
     assert int(raw["linked"]) == counted["linked"]
     # MySQL pdf_url points at the final objects, which exist in S3
-    import boto3
-
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=stack["endpoint"],
-        region_name="us-east-1",
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-    )
+    s3 = local_client("s3", stack["endpoint"])
     bucket = stack["outputs"]["BucketName"]
     with stack["db"].cursor() as cur:
         for f in files.values():

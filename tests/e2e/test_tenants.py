@@ -12,11 +12,10 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 
 from fixtures.openapi import CheckedApiClient
-from fixtures.stack import run_cli
+from fixtures.stack import local_client, run_cli
 from pdfbatch.ops import samples
 from pdfbatch.ops.api import ApiError, presigned_post
 
@@ -73,13 +72,7 @@ def test_two_tenants_see_only_their_own_batches_and_the_admin_sees_both(
     acme_batch, acme_key = created["batchId"], created["key"]
     # AND a ZIP is dropped under uploads/{globex}/ (as `aws s3 cp` does)
     drop_key = f"uploads/{globex_name}/march {run}.zip"
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=stack["endpoint"],
-        region_name="us-east-1",
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-    )
+    s3 = local_client("s3", stack["endpoint"])
     s3.put_object(
         Bucket=stack["outputs"]["BucketName"], Key=drop_key, Body=_zip(tmp_path, "g.zip").read_bytes()
     )

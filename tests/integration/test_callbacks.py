@@ -16,6 +16,7 @@ import pytest
 
 from fixtures import pdfs
 from fixtures.pipeline import drain, upload
+from fixtures.stack import free_port
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import callbacks, delivery
 from pdfbatch.adapters.mysql import MysqlClient
@@ -72,12 +73,6 @@ class Server:
     def __exit__(self, *exc: object) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture()
@@ -157,7 +152,7 @@ def _finished_batch(deps: Deps, url: str) -> tuple[str, service.Delivery]:
 
 
 def test_a_receiver_down_for_the_first_attempts_gets_the_delivery_verified(cb_deps: Deps) -> None:
-    port = _free_port()
+    port = free_port()
     batch_id, message = _finished_batch(cb_deps, f"http://127.0.0.1:{port}/hook?token=t1")
     summary = cb_deps.store.get_bytes(cb_deps.settings.bucket, delivery.report_keys(batch_id)["summary"])
     # attempt 1: the server answers 503
@@ -189,7 +184,7 @@ def test_a_receiver_down_for_the_first_attempts_gets_the_delivery_verified(cb_de
 
 
 def test_the_post_connects_to_the_checked_address_and_never_looks_the_name_up_again() -> None:
-    port = _free_port()
+    port = free_port()
     # "rebind.invalid" resolves nowhere: only the checked address can have been connected to
     target = callbacks.Target("http", "rebind.invalid", port, "/in", ("127.0.0.1",))
     with Server(port, [204]) as server:
@@ -200,7 +195,7 @@ def test_the_post_connects_to_the_checked_address_and_never_looks_the_name_up_ag
 
 
 def test_a_redirect_is_not_followed_and_a_silent_server_times_out() -> None:
-    port = _free_port()
+    port = free_port()
     target = callbacks.Target("http", "127.0.0.1", port, "/", ("127.0.0.1",))
     with Server(port, [302]) as server:
         result = post(target, b"{}", {callbacks.SIGNATURE_HEADER: callbacks.sign(SECRET, b"{}")}, timeout=3)
@@ -279,7 +274,7 @@ def _self_signed(tmp: Any, name: str) -> tuple[str, str]:
 def test_https_sends_the_name_as_sni_and_checks_the_certificate_against_it(tmp_path: Any) -> None:
     import ssl
 
-    port = _free_port()
+    port = free_port()
     key, cert = _self_signed(tmp_path, "receiver.test")
     server = Server(port, [200, 200])
     served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)

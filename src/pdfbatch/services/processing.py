@@ -45,13 +45,10 @@ def process_file(deps: Deps, task: FileTask) -> FileRow | None:
     A PDF with no text layer on the pages read goes to the OCR lane when there is one
     (``hand_to_ocr``): no outcome is recorded here, ocr_pdf records it (``process_scan``).
     """
-    logger.append_keys(batch_id=task.batch_id, file_index=task.index)
-    row = deps.ledger.get_file(task.batch_id, task.index)
-    if row is None:
-        logger.warning("no ledger row for this message; dropped")
-        return None
-    if row.outcome is not None:
-        return _recorded_already(deps, task, row)
+    row, done = _open(deps, task, Lane.TEXT)
+    if done:
+        return row
+    assert row is not None
     if row.source == Lane.OCR and deps.ocr_queue is not None:
         # Handed to the OCR lane by an earlier delivery, which may have died before its send: send it
         # again without reading it again (a duplicate in the OCR queue finds the outcome and stops).
@@ -65,14 +62,24 @@ def process_scan(deps: Deps, task: FileTask, engine: Any) -> FileRow | None:
 
     A redelivery, a duplicate hand-off or a message for a file recorded meanwhile changes nothing.
     """
+    row, done = _open(deps, task, Lane.OCR)
+    if done:
+        return row
+    assert row is not None
+    return _read_and_conclude(deps, task, row, _ocr_reader(deps, engine), Lane.OCR)
+
+
+def _open(deps: Deps, task: FileTask, lane: Lane) -> tuple[FileRow | None, bool]:
+    """A message's ledger row, and whether the message is done without reading: it has no row
+    (dropped) or an outcome already (a redelivery: counted, nothing else changed)."""
     logger.append_keys(batch_id=task.batch_id, file_index=task.index)
     row = deps.ledger.get_file(task.batch_id, task.index)
     if row is None:
-        logger.warning("no ledger row for this OCR message; dropped")
-        return None
+        logger.warning("no ledger row for this message; dropped", extra={"lane": str(lane)})
+        return None, True
     if row.outcome is not None:
-        return _recorded_already(deps, task, row)
-    return _read_and_conclude(deps, task, row, _ocr_reader(deps, engine), Lane.OCR)
+        return _recorded_already(deps, task, row), True
+    return row, False
 
 
 def _recorded_already(deps: Deps, task: FileTask, row: FileRow) -> FileRow:
