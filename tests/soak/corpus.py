@@ -2,9 +2,10 @@
 
 The big ZIP (``pdfs`` PDF entries) holds, shuffled: résumés of users without a PDF (to be linked), second
 résumés of some of them (one of the pair is linked, the other finds the user linked), résumés of users who
-already have a PDF, decoys (an address one character away from a user's, a user's name without an
-address, strangers), scans, damaged and locked files (a user's address inside, never to be linked), entries
-the ZIP itself damages (encrypted flag, bad CRC, deflate64), and the junk real ZIPs carry.
+already have a PDF, decoys (an address one character away from a user's, a user's name without an address,
+strangers), blank scans and scanned résumés of users (the OCR lane under the same faults), damaged and
+locked files (a user's address inside, never to be linked), entries the ZIP itself damages (encrypted flag,
+bad CRC, deflate64), and the junk real ZIPs carry.
 
 The small ZIPs share some PDFs byte for byte with the big one (so two batches race for the same final
 key): ``reused`` goes through a presigned POST that is then posted again with ``reused_second`` (the same
@@ -22,7 +23,7 @@ import zlib
 from dataclasses import dataclass, field
 
 from fixtures import pdfs, zips
-from pdfbatch.ops import samples
+from pdfbatch.ops import samples, scans
 
 Entry = tuple[str, bytes]
 
@@ -86,7 +87,9 @@ def build(seed: int, pdf_count: int) -> SoakCorpus:
         c.owners.setdefault(sha(data), owner)
 
     share = {k: max(1, round(pdf_count * f)) for k, f in _MIX.items()}
-    share["resume"] = pdf_count - sum(v for k, v in share.items()) - 2 * share["zip_damage"]
+    share["resume"] = (
+        pdf_count - sum(v for k, v in share.items()) - 2 * share["zip_damage"] - len(_SCANNED_RESUME_SEEDS)
+    )
     resumed: list[tuple[str, str]] = []
     for i in range(share["resume"]):
         name, email = person()
@@ -119,6 +122,10 @@ def build(seed: int, pdf_count: int) -> SoakCorpus:
     scan = pdfs.image_only_pdf()
     for i in range(share["scan"]):
         add(c.big, f"scans/{i:05d}.pdf", scan, None)
+    for i, scan_seed in enumerate(_SCANNED_RESUME_SEEDS):
+        doc = scans.scan_doc(scan_seed, 300)
+        c.users.append(doc.email)
+        add(c.big, f"scanned/{i:05d}.pdf", doc.data, doc.email)
     for i in range(share["damaged"]):
         name, email = person()
         c.users.append(email)  # the address is there, but a damaged file is never linked
@@ -159,6 +166,10 @@ def build(seed: int, pdf_count: int) -> SoakCorpus:
     return c
 
 
+# Scanned résumés that name a user: header layouts at 300 dpi that Tesseract reads whole (the demo's and
+# the OCR e2e test's), so the oracle can demand they are linked, already linked, or failed (a scan's OCR
+# may time out under the soak's load): never no match, never another user.
+_SCANNED_RESUME_SEEDS = (20, 22, 23, 27)
 # Fractions of the big ZIP's PDFs; plain résumés fill the rest.
 _MIX = {
     "second_resume": 0.05,
