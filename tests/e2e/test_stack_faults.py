@@ -69,11 +69,13 @@ def test_an_upload_unzip_failed_on_every_attempt_ends_failed_not_processing(stac
     assert left == {"0"}
 
 
+@pytest.mark.parametrize("lane", ["text", "ocr"])
 def test_a_work_message_whose_last_delivery_died_is_recorded_by_the_dlq_consumer(
-    stack: dict[str, Any],
+    stack: dict[str, Any], lane: str
 ) -> None:
     # GIVEN a batch of one staged PDF whose every delivery died before recording anything (written to the
-    # e2e ledger and counters directly: its invocations were killed), so its message sits in the DLQ
+    # e2e ledger and counters directly: its invocations were killed), so its message sits in its lane's
+    # DLQ: the work queue's, or the OCR queue's for a scan process_pdf handed to the OCR lane
     from dataclasses import replace
 
     from fixtures.stack import MYSQL_URL, REDIS_URL
@@ -93,15 +95,16 @@ def test_a_work_message_whose_last_delivery_died_is_recorded_by_the_dlq_consumer
     ledger.start_batch(batch_id, 1, 0)
     ledger.add_entries(batch_id, [NewEntry(0, "died.pdf", "pdf", 10, name_hex=b"died.pdf".hex())])
     ledger.mark_unpacked(batch_id)
+    if lane == "ocr":
+        ledger.mark_lane(batch_id, 0, lane)
     progress.init_batch(batch_id, "PROCESSING", 1, time.time())
     progress.mark_unpacked(batch_id, 1, time.time())
     assert stack["api"].status(batch_id)[0]["status"] == "PROCESSING"
     task = FileTask(batch_id, 0, staging_key(batch_id, 0), bucket)
     # WHEN its message lands in the deployed work DLQ
     sqs = client(stack, "sqs")
-    sqs.send_message(
-        QueueUrl=stack["outputs"]["DeadLetterQueueUrl"], MessageBody=json.dumps(task.to_message())
-    )
+    dlq = {"text": "DeadLetterQueueUrl", "ocr": "OcrDeadLetterQueueUrl"}[lane]
+    sqs.send_message(QueueUrl=stack["outputs"][dlq], MessageBody=json.dumps(task.to_message()))
     # THEN the consumer records it failed/gave_up and the batch completes, with no operator
     deadline = time.monotonic() + 90
     body: dict[str, Any] = {}
@@ -111,6 +114,8 @@ def test_a_work_message_whose_last_delivery_died_is_recorded_by_the_dlq_consumer
             break
         time.sleep(0.5)
     assert (body.get("status"), body.get("failed"), body.get("reasons")) == ("COMPLETED", 1, {"gave_up": 1})
+    files = [(f["outcome"], f["reason"], f["source"]) for f in stack["api"].files(batch_id)]
+    assert files == [("failed", "gave_up", lane)]
     # AND it is parked for `pdfbatch dlq --redrive`
     parked = stack["outputs"]["ParkedQueueUrl"]
     found: list[dict[str, Any]] = []
