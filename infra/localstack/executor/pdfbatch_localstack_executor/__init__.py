@@ -13,11 +13,12 @@ class LocalRuntimeExecutorPlugin(RuntimeExecutorPlugin):
     name = "local"
 
     def load(self, *args: Any, **kwargs: Any) -> Any:
-        """Return the executor class and patch SQS mappings for MaximumConcurrency."""
+        """Return the executor class; patch SQS mappings for MaximumConcurrency and Twisted's form parse."""
         # Imported here so that merely listing plugins stays cheap. LocalStack loads the executor when the
         # Lambda provider starts (validate_environment), before any event source mapping can exist.
-        from pdfbatch_localstack_executor import sqs_concurrency
+        from pdfbatch_localstack_executor import form_parsing, sqs_concurrency
         from pdfbatch_localstack_executor.executor import LocalRuntimeExecutor
 
         sqs_concurrency.apply()
+        form_parsing.apply()
         return LocalRuntimeExecutor
