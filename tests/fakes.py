@@ -683,6 +683,7 @@ class FakeTenantKeys:
         self._clock = clock
         self.keys: dict[str, TenantKey] = {}
         self.lookups = 0  # tenant_of calls: the status function's one read per request
+        self.defaults: dict[str, str] = {}  # tenant -> default callback URL (pdfbatch_tenants)
 
     def add(self, tenant: str, key_hash: str) -> TenantKey:
         """Store a new key's hash for ``tenant``."""
@@ -711,3 +712,18 @@ class FakeTenantKeys:
     def list_keys(self) -> list[TenantKey]:
         """Every key row, by tenant and creation time."""
         return sorted(self.keys.values(), key=lambda k: (k.tenant, k.created_at))
+
+    def set_callback(self, tenant: str, url: str | None) -> None:
+        """The upsert of pdfbatch_tenants."""
+        if url is None:
+            self.defaults.pop(tenant, None)
+        else:
+            self.defaults[tenant] = url
+
+    def callback_of(self, tenant: str) -> str | None:
+        """``tenant``'s default callback URL, or None."""
+        return self.defaults.get(tenant)
+
+    def callbacks(self) -> dict[str, str]:
+        """Every tenant's default callback URL, by tenant."""
+        return dict(sorted(self.defaults.items()))

@@ -490,3 +490,15 @@ class TenantKeys(Protocol):
     def list_keys(self) -> list[TenantKey]:
         """Every key row, by tenant and creation time."""
         ...
+
+    def set_callback(self, tenant: str, url: str | None) -> None:
+        """Set ``tenant``'s default callback URL (checked by the caller), or clear it with None."""
+        ...
+
+    def callback_of(self, tenant: str) -> str | None:
+        """``tenant``'s default callback URL, or None: one primary key read."""
+        ...
+
+    def callbacks(self) -> dict[str, str]:
+        """Every tenant's default callback URL, by tenant (`keys list`)."""
+        ...

@@ -6,7 +6,8 @@ and the deployment's secret, rejects a signature it saw already (a replayed requ
 takes each delivery id once. It is down (connection refused) for the first attempt and answers 503 to
 the second; the third gets through. `pdfbatch callbacks BATCH` lists the attempts, `--replay` delivers
 the same body again under a new delivery id. A receiver that always answers 500 leaves the delivery in
-the callback DLQ after PDFBATCH_CALLBACK_ATTEMPTS attempts, each recorded.
+the callback DLQ after PDFBATCH_CALLBACK_ATTEMPTS attempts, each recorded. A ZIP dropped under
+uploads/{tenant}/ (no POST /batches, no URL of its own) goes to the tenant's default callback URL.
 """
 
 from __future__ import annotations
@@ -271,5 +272,65 @@ def test_a_receiver_that_never_answers_2xx_leaves_the_delivery_in_the_callback_d
             (n, 500) for n in range(1, attempts + 1)
         ]
         assert not view["delivered"] and len(receiver.log) == attempts
+    finally:
+        receiver.close()
+
+
+def test_a_zip_dropped_under_a_tenants_prefix_is_delivered_to_the_tenants_default_callback(
+    stack: dict[str, Any], tmp_path: Path
+) -> None:
+    from fixtures.openapi import CheckedApiClient
+
+    env = stack["env"]
+    secret = _secret(stack)
+    port = free_port()
+    run = uuid.uuid4().hex[:8]
+    tenant = f"dropper-{run}"
+    receiver = Receiver(secret, port, answers=[])
+    try:
+        # GIVEN a tenant whose key the operator created with a default callback URL
+        url = f"http://127.0.0.1:{port}/tenant-hook?token=secret-{run}"
+        done = run_cli(env, "keys", "create", tenant, "--callback-url", url, "--json")
+        assert done.returncode == 0, done.stderr[-3000:]
+        created = json.loads(done.stdout)
+        assert created["callback"] == f"http://127.0.0.1:{port}"
+        listed = run_cli(env, "keys", "list", "--json")
+        assert listed.returncode == 0 and f"secret-{run}" not in listed.stdout
+        assert {k["tenant"]: k["callback"] for k in json.loads(listed.stdout)["keys"]}[tenant] == (
+            f"http://127.0.0.1:{port}"
+        )
+        # WHEN a ZIP is dropped under uploads/{tenant}/ with the AWS CLI's call (no POST /batches)
+        corpus = samples.Corpus()
+        corpus.add("notes.txt", b"nothing to link")
+        corpus.add("cv.pdf", samples.resume("Drop Person", f"nobody-{run}@example.com"))
+        path = tmp_path / "drop.zip"
+        corpus.write_zip(path)
+        key = f"uploads/{tenant}/march {run}.zip"
+        local_client("s3", stack["endpoint"]).put_object(
+            Bucket=stack["outputs"]["BucketName"], Key=key, Body=path.read_bytes()
+        )
+        client = CheckedApiClient(stack["outputs"]["LocalApiUrl"], api_key=created["key"])
+        (found,) = _until(lambda: client.find(key), timeout=120, interval=0.5)
+        batch_id = found["batchId"]
+        assert client.wait(batch_id, timeout=300)["status"] == "COMPLETED"
+        # THEN the tenant's receiver gets the batch's summary, signed (Receiver keeps verified ones only)
+        delivered = _until(lambda: receiver.deliveries, timeout=90)
+        ((delivery_id, body),) = delivered.items()
+        assert json.loads(body)["batchId"] == batch_id
+
+        # AND the status API (held to its OpenAPI document) shows the host and the delivery, no path
+        def shown() -> dict[str, Any] | None:
+            body = client.status(batch_id)[0]
+            return body if body["callback"]["state"] == "delivered" else None
+
+        status = _until(shown, timeout=30)
+        assert status["callback"]["host"] == "127.0.0.1" and "tenant-hook" not in json.dumps(status)
+        view = _attempts(env, batch_id)
+        assert view["delivered"] and view["callback"] == f"http://127.0.0.1:{port}"
+        assert [a["deliveryId"] for a in view["attempts"]] == [delivery_id]
+        # AND no function logged the URL's path or query
+        for group, lines in _logs(stack).items():
+            text = "\n".join(lines)
+            assert f"secret-{run}" not in text and "tenant-hook" not in text, group
     finally:
         receiver.close()

@@ -3,12 +3,15 @@
 A person's path through it: enter the key, pick a ZIP, watch it upload and get processed, read the table
 of files not linked, download it as CSV, reload the page (or open the link in a new tab) and find the
 same batch. The screenshot lands in test-output/ (git-ignored); docs/upload-page.png is one of them.
+A callback URL entered on the page is where the summary goes (the page says when it is delivered), and
+one the API refuses is explained in the API's words, with nothing created.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,10 +19,11 @@ from typing import Any
 
 import pytest
 
-from fixtures.stack import ROOT, seed
+from fixtures.stack import ROOT, free_port, seed
 from pdfbatch.display import printable
 from pdfbatch.model import REASON_TEXT
 from pdfbatch.ops import samples
+from pdfbatch.ops.api import ApiError
 
 pytestmark = pytest.mark.e2e
 
@@ -135,6 +139,11 @@ def test_a_zip_uploaded_through_the_page_ends_in_the_table_of_files_not_linked(
     assert table(page) == expected_rows(ledger)
     assert page.text_content("#not-linked-count") == str(len(ledger))
     assert {EVIL_NAME, FORMULA_NAME} <= {row[1] for row in table(page)}  # shown as text, as they are
+    # and the OCR lane's part is said in words, as the API counts it (the demo ZIP has three scans)
+    ocr = status["lanes"]["ocr"]
+    assert ocr["done"] == 3 and ocr["waiting"] == 0
+    assert page.text_content("#lanes") == "3 scans read by OCR, 0 waiting."
+    assert page.is_hidden("#callback")  # no callbackUrl, an admin key: no callback
     assert "report\ufffdgnp.pdf" in {row[1] for row in table(page)}  # the override is not obeyed
     assert page.locator("#rows img").count() == 0
 
@@ -196,4 +205,99 @@ def test_a_wrong_key_is_refused_in_words_and_nothing_is_uploaded(
         cur.execute("SELECT COUNT(*) FROM pdfbatch_batches")
         assert cur.fetchone()[0] == before
     assert [p for p in watch.problems if "403" not in p] == []
+    page.close()
+
+
+class Hook:
+    """A callback receiver on 127.0.0.1 (allow-listed in the e2e stack): answers 200, keeps each body."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        self.bodies: list[bytes] = []
+        hook = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                hook.bodies.append(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.port = free_port()
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_a_callback_url_entered_on_the_page_gets_the_summary_and_the_page_says_so(
+    stack: dict[str, Any], browser: Any, tmp_path: Path
+) -> None:
+    corpus = samples.Corpus()
+    corpus.add("one.pdf", samples.text_pdf([["nothing to link"]]))
+    zip_path = tmp_path / "one.zip"
+    corpus.write_zip(zip_path)
+    hook = Hook()
+    page = browser.new_page()
+    watch = Watch(page)
+    try:
+        # GIVEN a person who enters the key and a callback URL, then picks the ZIP
+        page.goto(stack["outputs"]["LocalApiUrl"])
+        page.fill("#api-key", stack["api"].api_key)
+        page.click("#save-key")
+        page.wait_for_selector("#key-status:not(.bad):text-is('Key accepted.')")
+        page.fill("#callback-url", f"http://127.0.0.1:{hook.port}/page-hook?token=from-the-page")
+        page.set_input_files("#file", str(zip_path))
+        page.wait_for_selector(DONE, timeout=WAIT_MS)
+        batch_id = page.text_content("#batch-id")
+        # THEN the batch was created with it: the summary arrives, and the page says where it went
+        page.wait_for_selector("#callback:text-is('Summary delivered to 127.0.0.1.')", timeout=60_000)
+        assert any(json.loads(b)["batchId"] == batch_id for b in hook.bodies)
+        assert "page-hook" not in (page.text_content("body") or "")
+        assert watch.problems == []
+    finally:
+        page.close()
+        hook.close()
+
+
+def test_a_refused_callback_url_is_explained_and_nothing_is_created(
+    stack: dict[str, Any], browser: Any, tmp_path: Path
+) -> None:
+    corpus = samples.Corpus()
+    corpus.add("one.pdf", samples.text_pdf([["nothing"]]))
+    zip_path = tmp_path / "one.zip"
+    corpus.write_zip(zip_path)
+    refused_url = "http://169.254.169.254/latest/meta-data/"
+    with pytest.raises(ApiError) as refused:  # what the API says about it, asked directly
+        stack["api"].request("POST", "/batches", body={"callbackUrl": refused_url})
+    reason = refused.value.body["message"]
+    with stack["db"].cursor() as cur:
+        cur.execute("SELECT COUNT(*) FROM pdfbatch_batches")
+        before = cur.fetchone()[0]
+    page = browser.new_page()
+    watch = Watch(page)
+    # GIVEN the key and a link-local callback URL
+    page.goto(stack["outputs"]["LocalApiUrl"])
+    page.fill("#api-key", stack["api"].api_key)
+    page.click("#save-key")
+    page.wait_for_selector("#key-status:not(.bad):text-is('Key accepted.')")
+    page.fill("#callback-url", refused_url)
+    # WHEN the ZIP is picked
+    page.set_input_files("#file", str(zip_path))
+    # THEN the page stays where it was and says why, in the API's words; the field is marked
+    page.wait_for_selector("body[data-state=idle] #message:not([hidden])")
+    assert page.text_content("#message") == f"The callback URL was refused: {reason}"
+    assert page.get_attribute("#callback-url", "aria-invalid") == "true"
+    assert page.is_visible("#pick-section") and page.is_hidden("#batch-section")
+    with stack["db"].cursor() as cur:
+        cur.execute("SELECT COUNT(*) FROM pdfbatch_batches")
+        assert cur.fetchone()[0] == before
+    assert [p for p in watch.problems if "400" not in p] == []
     page.close()

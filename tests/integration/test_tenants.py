@@ -70,8 +70,9 @@ def test_the_fake_keys_table_answers_as_the_mysql_one(db: Any, mysql_url: str) -
     real.client.close()
 
 
-def cli(mysql_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PDFBATCH_MYSQL_URL": mysql_url}
+def cli(mysql_url: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("PDFBATCH_CALLBACK_")}
+    env = {**base, **(env or {}), "PDFBATCH_MYSQL_URL": mysql_url}
     return subprocess.run(
         [sys.executable, "-m", "pdfbatch.cli", "keys", *args],
         env=env,
@@ -156,3 +157,88 @@ def test_owners_and_404s_over_mariadb_and_redis(deps: Deps) -> None:
         )
     finally:
         bootstrap.override(None)
+
+
+# --- a tenant's default callback URL ----------------------------------------------------------------------
+
+
+def test_the_fake_and_mysql_tenants_table_keep_defaults_alike(db: Any, mysql_url: str) -> None:
+    client = MysqlClient.from_url(mysql_url)
+    client.ensure_schema()
+    client.ensure_schema()  # idempotent: what every cold start runs
+    real, fake = MysqlTenantKeys(client), FakeTenantKeys()
+    steps = [
+        lambda s: (s.callback_of("acme"), s.callbacks()),
+        lambda s: s.set_callback("acme", "https://hooks.acme.example/in?token=1"),
+        lambda s: s.set_callback("globex", "https://g.example/"),
+        lambda s: s.set_callback("acme", "https://hooks.acme.example/v2"),  # replaces
+        lambda s: (s.callback_of("acme"), s.callback_of("nobody"), s.callbacks()),
+        lambda s: s.set_callback("acme", None),
+        lambda s: s.set_callback("nobody", None),  # clearing what was never set
+        lambda s: (s.callback_of("acme"), s.callbacks()),
+    ]
+    for step in steps:
+        assert step(real) == step(fake)
+    client.close()
+
+
+def test_the_keys_cli_sets_lists_and_clears_a_default_callback(db: Any, mysql_url: str) -> None:
+    env = {"PDFBATCH_CALLBACK_ALLOW": "127.0.0.1/32", "PDFBATCH_CALLBACK_ALLOW_HTTP": "true"}
+    url = "http://127.0.0.1:8080/hooks/acme?token=s3cret"
+    # WHEN an operator creates acme's key with a default callback URL
+    done = cli(mysql_url, "create", "acme", "--callback-url", url, "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["callback"] == "http://127.0.0.1:8080"
+    # THEN `keys list` shows its origin only, never the path or query
+    listed = cli(mysql_url, "list", "--json", env=env)
+    assert listed.returncode == 0 and "s3cret" not in listed.stdout and "/hooks" not in listed.stdout
+    assert [k["callback"] for k in json.loads(listed.stdout)["keys"]] == ["http://127.0.0.1:8080"]
+    table = cli(mysql_url, "list", env={**env, "COLUMNS": "200"})
+    assert "127.0.0.1:8080" in table.stderr and "s3cret" not in table.stderr + table.stdout
+    # AND a private address (without the allow-list) is refused as usage, nothing changed
+    refused = cli(mysql_url, "set-callback", "acme", "https://10.0.0.1/in")
+    assert refused.returncode == 2 and "10.0.0.1" not in refused.stdout, refused.stderr
+    refused = cli(mysql_url, "set-callback", "acme", url)  # http and 127.0.0.1 not allowed here
+    assert refused.returncode == 2
+    store = MysqlTenantKeys(MysqlClient.from_url(mysql_url))
+    assert store.callback_of("acme") == url
+    # AND a create with a refused URL creates no key
+    bad = cli(mysql_url, "create", "globex", "--callback-url", "http://169.254.169.254/", env=env)
+    assert bad.returncode == 2 and not any(k.tenant == "globex" for k in store.list_keys())
+    # AND neither URL nor --clear, or both, is bad usage
+    assert cli(mysql_url, "set-callback", "acme", env=env).returncode == 2
+    assert cli(mysql_url, "set-callback", "acme", url, "--clear", env=env).returncode == 2
+    # WHEN it is cleared THEN acme has no default
+    cleared = cli(mysql_url, "set-callback", "acme", "--clear", "--json", env=env)
+    assert cleared.returncode == 0 and json.loads(cleared.stdout) == {"tenant": "acme", "callback": None}
+    assert store.callback_of("acme") is None
+    store.client.close()
+
+
+def test_a_tenants_drop_keeps_the_default_it_was_created_with_on_mariadb(deps: Deps) -> None:
+    from dataclasses import replace
+
+    from pdfbatch.adapters.mysql_callbacks import MysqlCallbackLog
+    from pdfbatch.services import callbacks
+
+    assert deps.tenants is not None
+    local = replace(
+        deps,
+        settings=replace(deps.settings, callback_allow="127.0.0.1/32", callback_allow_http=True),
+        callbacks=MysqlCallbackLog(deps.tenants.client),  # type: ignore[attr-defined]
+    )
+    store = local.tenants
+    assert store is not None and local.callbacks is not None
+    tenants.create_key(store, "acme")
+    callbacks.set_default(store, local.settings, "acme", "http://127.0.0.1:9/first?k=1")
+    # WHEN a ZIP is dropped under uploads/acme/, then the default changes and the event comes again
+    upload = _drop(local, "uploads/acme/march.zip", "01")
+    batch = batches.claim_batch(local, upload)
+    callbacks.set_default(store, local.settings, "acme", "http://127.0.0.1:9/second")
+    assert batches.claim_batch(local, upload).batch_id == batch.batch_id
+    # THEN the batch keeps the first, a new drop gets the second, an admin's batch none
+    assert local.callbacks.url_of(batch.batch_id) == "http://127.0.0.1:9/first?k=1"
+    later = batches.claim_batch(local, _drop(local, "uploads/acme/april.zip", "02"))
+    assert local.callbacks.url_of(later.batch_id) == "http://127.0.0.1:9/second"
+    loose = batches.claim_batch(local, _drop(local, "uploads/april.zip", "03"))
+    assert local.callbacks.url_of(loose.batch_id) is None

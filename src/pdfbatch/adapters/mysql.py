@@ -122,6 +122,15 @@ SCHEMA = (
       KEY by_tenant (tenant, revoked_at)
     ) ENGINE=InnoDB DEFAULT CHARSET=ascii COLLATE=ascii_bin
     """,
+    # A tenant's settings next to its keys (issue 13): its default callback URL, set by the operator
+    # (`pdfbatch keys set-callback`) and copied into pdfbatch_callbacks when a batch of it is created.
+    """
+    CREATE TABLE IF NOT EXISTS pdfbatch_tenants (
+      tenant VARCHAR(32) NOT NULL PRIMARY KEY,
+      callback_url VARCHAR(2048) NULL,
+      updated_at DOUBLE NOT NULL
+    ) ENGINE=InnoDB DEFAULT CHARSET=ascii COLLATE=ascii_bin
+    """,
 )
 
 # Columns added after the first release: (table, column, definition), added by ensure_schema when missing.

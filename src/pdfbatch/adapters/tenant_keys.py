@@ -1,4 +1,5 @@
-"""Tenant keys in MySQL (pdfbatch_tenant_keys, created by MysqlClient.ensure_schema): hashes only."""
+"""Tenant keys in MySQL (pdfbatch_tenant_keys, created by MysqlClient.ensure_schema): hashes only; and
+each tenant's default callback URL (pdfbatch_tenants)."""
 
 from __future__ import annotations
 
@@ -70,3 +71,30 @@ class MysqlTenantKeys:
             cur.execute("SELECT * FROM pdfbatch_tenant_keys ORDER BY tenant, created_at")
             rows = cur.fetchall()
         return [_key(r) for r in rows]
+
+    def set_callback(self, tenant: str, url: str | None) -> None:
+        """Set (or clear, with None) ``tenant``'s default callback URL: one upsert."""
+        with self.client.cursor() as cur:
+            cur.execute(
+                "INSERT INTO pdfbatch_tenants (tenant, callback_url, updated_at) VALUES (%s, %s, %s) "
+                "ON DUPLICATE KEY UPDATE callback_url = VALUES(callback_url), "
+                "updated_at = VALUES(updated_at)",
+                (tenant, url, self._clock()),
+            )
+
+    def callback_of(self, tenant: str) -> str | None:
+        """``tenant``'s default callback URL, or None (primary key read)."""
+        with self.client.cursor() as cur:
+            cur.execute("SELECT callback_url FROM pdfbatch_tenants WHERE tenant = %s", (tenant,))
+            row = cur.fetchone()
+        return None if row is None or row["callback_url"] is None else str(row["callback_url"])
+
+    def callbacks(self) -> dict[str, str]:
+        """Every tenant's default callback URL, by tenant."""
+        with self.client.cursor() as cur:
+            cur.execute(
+                "SELECT tenant, callback_url FROM pdfbatch_tenants "
+                "WHERE callback_url IS NOT NULL ORDER BY tenant"
+            )
+            rows = cur.fetchall()
+        return {str(r["tenant"]): str(r["callback_url"]) for r in rows}

@@ -1,6 +1,10 @@
-"""`pdfbatch keys create NAME | list | revoke NAME`: tenant keys, on MySQL directly (as `report`).
+"""`pdfbatch keys create NAME | list | revoke NAME | set-callback NAME URL|--clear`: tenant keys and
+each tenant's default callback URL, on MySQL directly (as `report`).
 
-The key is printed once, on create, and only its SHA-256 is stored. The operator reaches the same
+The key is printed once, on create, and only its SHA-256 is stored. A default callback URL is checked
+as a POSTed callbackUrl is (PDFBATCH_CALLBACK_ALLOW and PDFBATCH_CALLBACK_ALLOW_HTTP from this
+environment, as `stack up` passes them to the stack) and shown by its origin only, never its path or
+query. The operator reaches the same
 database the functions use (PDFBATCH_MYSQL_URL, as `stack up` passes it), and the table is created
 if this runs before any function did (``ensure_schema``: idempotent, what every cold start runs).
 """
@@ -18,11 +22,11 @@ from pdfbatch.cli.common import EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, CliError,
 
 @contextmanager
 def _errors() -> Iterator[None]:
-    from pdfbatch.errors import DependencyUnavailable, InvalidInput
+    from pdfbatch.errors import ConfigError, DependencyUnavailable, InvalidInput
 
     try:
         yield
-    except InvalidInput as exc:
+    except (InvalidInput, ConfigError) as exc:
         raise CliError(str(exc), EXIT_USAGE) from exc
     except DependencyUnavailable as exc:
         raise CliError(f"{exc}: check it is running", EXIT_UNAVAILABLE) from exc
@@ -52,9 +56,14 @@ def keys_create(args: argparse.Namespace) -> int:
 
     with _errors():
         tenants.check_tenant(args.name)
-        key = tenants.create_key(tenant_keys(), args.name)
+        store = tenant_keys()
+        if args.callback_url is not None:
+            _check_callback(args.callback_url)  # before the key: a refused URL creates nothing
+        key = tenants.create_key(store, args.name)
+        origin = _set_callback(store, args.name, args.callback_url) if args.callback_url else None
     if args.json:
-        print(json.dumps({"tenant": args.name, "key": key, "keyId": tenants.key_hash(key)[:12]}))
+        out = {"tenant": args.name, "key": key, "keyId": tenants.key_hash(key)[:12]}
+        print(json.dumps({**out, "callback": origin} if args.callback_url else out))
     else:
         print(key)
         from pdfbatch.cli.common import stderr_console
@@ -63,6 +72,41 @@ def keys_create(args: argparse.Namespace) -> int:
             f"tenant {shown(args.name)}: key created. It is shown this once; send it as x-api-key "
             f"(upload page, curl, PDFBATCH_API_KEY). ZIPs dropped under uploads/{shown(args.name)}/ "
             "are this tenant's too."
+            + (f" Their summaries are POSTed to {shown(origin)}, signed." if origin else "")
+        )
+    return EXIT_OK
+
+
+def _check_callback(url: str) -> None:
+    from pdfbatch.config import Settings
+    from pdfbatch.services import callbacks
+
+    callbacks.check(Settings.from_env(), url)
+
+
+def _set_callback(store: Any, tenant: str, url: str | None) -> str | None:
+    from pdfbatch.config import Settings
+    from pdfbatch.services import callbacks
+
+    return callbacks.set_default(store, Settings.from_env(), tenant, url)
+
+
+def keys_set_callback(args: argparse.Namespace) -> int:
+    """Set (or --clear) a tenant's default callback URL: its new batches without a callbackUrl use it."""
+    from pdfbatch.cli.common import stderr_console
+
+    if (args.url is None) == (not args.clear):
+        raise CliError("give either URL or --clear", EXIT_USAGE)
+    with _errors():
+        origin = _set_callback(tenant_keys(), args.name, args.url)
+    if args.json:
+        print(json.dumps({"tenant": args.name, "callback": origin}))
+    elif origin is None:
+        stderr_console().print(f"tenant {shown(args.name)}: no default callback URL")
+    else:
+        stderr_console().print(
+            f"tenant {shown(args.name)}: new batches without a callbackUrl POST their summary to "
+            f"{shown(origin)} (batches already created keep theirs)"
         )
     return EXIT_OK
 
@@ -72,15 +116,18 @@ def keys_list(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from pdfbatch.cli.common import stderr_console
+    from pdfbatch.services.callbacks import origin_of
 
     with _errors():
-        rows = tenant_keys().list_keys()
+        store = tenant_keys()
+        rows, defaults = store.list_keys(), store.callbacks()
     items = [
         {
             "tenant": k.tenant,
             "keyId": k.key_hash[:12],
             "createdAt": _iso(k.created_at),
             "revokedAt": _iso(k.revoked_at),
+            "callback": origin_of(defaults.get(k.tenant)),  # scheme, host and port: no path or query
         }
         for k in rows
     ]
@@ -91,10 +138,12 @@ def keys_list(args: argparse.Namespace) -> int:
         stderr_console().print("no tenant keys (create one with `pdfbatch keys create NAME`)")
         return EXIT_OK
     table = Table(title="tenant keys")
-    for col in ("tenant", "key id", "created", "revoked"):
+    for col in ("tenant", "key id", "created", "revoked", "default callback"):
         table.add_column(col)
     for item in items:
-        table.add_row(*(shown(item[k] or "-") for k in ("tenant", "keyId", "createdAt", "revokedAt")))
+        table.add_row(
+            *(shown(item[k] or "-") for k in ("tenant", "keyId", "createdAt", "revokedAt", "callback"))
+        )
     stderr_console().print(table)
     return EXIT_OK
 
@@ -115,7 +164,7 @@ def keys_revoke(args: argparse.Namespace) -> int:
 
 
 def add_keys(sub: Any) -> None:
-    """The `keys` sub-command and its three actions."""
+    """The `keys` sub-command and its four actions."""
     fmt = argparse.RawDescriptionHelpFormatter
     keys = sub.add_parser(
         "keys",
@@ -125,9 +174,15 @@ def add_keys(sub: Any) -> None:
             "A tenant key sees only its tenant's batches: those it creates (POST /batches, the upload\n"
             "page) and ZIPs dropped under uploads/NAME/ while the tenant has a live key. Any other batch\n"
             "is 404, as an unknown id. The admin key (PDFBATCH_API_KEY) sees every batch. Keys are shown\n"
-            "once and stored as hashes; revoking refuses them from the next request on."
+            "once and stored as hashes; revoking refuses them from the next request on.\n\n"
+            "A tenant may have a default callback URL: its batches created without a callbackUrl\n"
+            "(POST /batches without one, ZIPs dropped under uploads/NAME/) POST their summary there,\n"
+            "signed, when they end. Each batch keeps the default it was created with."
         ),
-        epilog="example:\n  pdfbatch keys create acme\n  pdfbatch keys list\n  pdfbatch keys revoke acme",
+        epilog=(
+            "example:\n  pdfbatch keys create acme --callback-url https://hooks.acme.example/pdfbatch\n"
+            "  pdfbatch keys list\n  pdfbatch keys set-callback acme --clear\n  pdfbatch keys revoke acme"
+        ),
     )
     keys_sub = keys.add_subparsers(dest="action", required=True)
     for name, fn, text, needs_name in (
@@ -141,3 +196,25 @@ def add_keys(sub: Any) -> None:
             p.add_argument("name", metavar="NAME", help="tenant name: 3-32 of a-z, 0-9, '-'")
         p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
         p.set_defaults(func=fn)
+        if name == "create":
+            p.add_argument("--callback-url", metavar="URL", help=_CALLBACK_HELP)
+    text = "set (or --clear) tenant NAME's default callback URL"
+    p = keys_sub.add_parser(
+        "set-callback",
+        help=text,
+        description=text + ": its batches created from now on without a callbackUrl use it",
+        epilog="example:\n  pdfbatch keys set-callback acme https://hooks.acme.example/pdfbatch\n"
+        "  pdfbatch keys set-callback acme --clear",
+        formatter_class=fmt,
+    )
+    p.add_argument("name", metavar="NAME", help="tenant name: 3-32 of a-z, 0-9, '-'")
+    p.add_argument("url", metavar="URL", nargs="?", help=_CALLBACK_HELP)
+    p.add_argument("--clear", action="store_true", help="remove the default (new batches get no callback)")
+    p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    p.set_defaults(func=keys_set_callback)
+
+
+_CALLBACK_HELP = (
+    "default callback URL for the tenant's batches created without one (https; private addresses "
+    "refused, as for a POSTed callbackUrl)"
+)

@@ -11,6 +11,8 @@ Every batch has one owner, fixed when its row is created (``owner_of``; tenants.
 key made it with POST /batches, the owner of the batch whose link a later upload reused, the tenant of
 a ZIP dropped under ``uploads/{tenant}/`` if that tenant holds a live key when the upload is first
 seen, and otherwise the admin (None). A duplicate notification finds the row and leaves its owner.
+A tenant's new batch without a callbackUrl of its own keeps the tenant's default callback URL, fixed
+at creation like the owner (services/callbacks.keep_default).
 """
 
 from __future__ import annotations
@@ -88,6 +90,8 @@ def claim_batch(deps: Deps, upload: Upload) -> BatchRow:
     batch = deps.ledger.get_batch(batch_id)
     if batch is None:
         owner = owner_of(deps, upload)
+        # Before the row: a retry after a crash between the two still finds no row, and keeps it then.
+        _keep_default_callback(deps, batch_id, owner)
         batch = deps.ledger.create_batch(
             batch_id, upload.bucket, upload.key, source, BatchStatus.PROCESSING, owner
         )
@@ -123,6 +127,15 @@ def owner_of(deps: Deps, upload: Upload) -> str | None:
     return None
 
 
+def _keep_default_callback(deps: Deps, batch_id: str, owner: str | None) -> None:
+    """A new batch of a tenant with a default callback URL keeps it (services/callbacks.keep_default)."""
+    if owner is None or deps.tenants is None:
+        return  # the admin's batches have no default; no import on the way
+    from pdfbatch.services import callbacks
+
+    callbacks.keep_default(deps, batch_id, owner)
+
+
 def _revive(deps: Deps, batch: BatchRow) -> BatchRow:
     """The upload of a batch ended upload_expired arrived after all: the batch runs (PROCESSING) again."""
     if deps.ledger.revive_expired(batch.batch_id, BatchReason.UPLOAD_EXPIRED):
@@ -136,6 +149,7 @@ def create_batch(deps: Deps, caller: Caller = ADMIN, callback_url: str | None = 
 
     ``callback_url`` (optional) is checked before anything is written (InvalidInput: nothing created)
     and kept for the batch: its summary is POSTed there, signed, once it ends (services/callbacks.py).
+    Without one, the batch keeps its tenant's default callback URL, if it has one now.
     """
     s = deps.settings
     if callback_url is not None:
@@ -148,6 +162,8 @@ def create_batch(deps: Deps, caller: Caller = ADMIN, callback_url: str | None = 
     deps.ledger.create_batch(batch_id, s.bucket, key, "api", BatchStatus.PENDING, caller.tenant)
     if callback_url is not None:
         callbacks.register(deps, batch_id, callback_url)
+    else:
+        _keep_default_callback(deps, batch_id, caller.tenant)
     deps.progress.init_batch(batch_id, BatchStatus.PENDING, None, now)
     upload = deps.store.presigned_post(s.bucket, key, s.upload_max_bytes, s.upload_url_expires_seconds)
     logger.info("batch created", extra={"batch_id": batch_id})

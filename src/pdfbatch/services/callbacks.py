@@ -1,8 +1,10 @@
 """Signed callbacks: a batch's callbackUrl kept at creation, its summary POSTed once it ends, retried.
 
 How a delivery travels (docs/ARCHITECTURE.md):
-1. ``POST /batches`` with ``callbackUrl``: ``register`` checks the URL (pdfbatch.callbacks.check_url)
-   and keeps it (``CallbackLog.set_url``).
+1. ``POST /batches`` with ``callbackUrl``: ``check`` checks the URL (pdfbatch.callbacks.check_url)
+   and ``register`` keeps it (``CallbackLog.set_url``). A batch created without one (POST /batches
+   without the field, a ZIP dropped under uploads/{tenant}/) keeps its tenant's default callback URL
+   instead, if the tenant has one then (``keep_default``; set with `pdfbatch keys set-callback`).
 2. The batch ends: ``tally.announce`` writes reports/{id}/summary.json, then puts the completion event.
    An EventBridge rule sends every pdfbatch completion event to the callback queue, so the functions
    that finish batches need no right or code for callbacks: the event is the enqueue.
@@ -23,7 +25,7 @@ import hashlib
 import json
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +35,7 @@ from pdfbatch.config import Settings
 from pdfbatch.errors import ConfigError, InvalidInput, NotFound
 from pdfbatch.logs import logger
 from pdfbatch.model import FINAL_STATUSES, is_batch_id
-from pdfbatch.ports import BatchRow, CallbackLog
+from pdfbatch.ports import BatchRow, CallbackAttempt, CallbackLog, TenantKeys
 from pdfbatch.services.deps import Deps, iso
 
 FIRST, REPLAY = "first", "replay"
@@ -86,14 +88,95 @@ def register(deps: Deps, batch_id: str, url: str) -> None:
     deps.callbacks.set_url(batch_id, url, deps.clock())
 
 
-def callback_url(deps: Deps, batch: BatchRow) -> str | None:
-    """Where a batch's summary goes: the callbackUrl it was created with.
+def url_for_new_batch(
+    explicit: str | None, owner: str | None, default_of: Callable[[str], str | None]
+) -> str | None:
+    """Where a new batch's summary will go: the callbackUrl given with it (POST /batches) if any, else
+    its owner's default callback URL as it is now; a batch of the admin's (owner None) has no default."""
+    if explicit is not None:
+        return explicit
+    return default_of(owner) if owner is not None else None
 
-    The hook for a tenant's default callback URL (not built): when the batch has none, look up the
-    default of ``batch.tenant`` (its owner, tenants.py) here, checked with ``check`` when it is set, so
-    deliveries, replays and `pdfbatch callbacks` all follow it. A ZIP dropped under uploads/{tenant}/
-    has no POST /batches and so no URL of its own: that is where such a default matters.
+
+def keep_default(deps: Deps, batch_id: str, owner: str | None) -> str | None:
+    """Keep a new batch's owner's default callback URL as the batch's own (the URL it returns), if any.
+
+    Fixed when the batch is created, as its owner is: a default set, changed or cleared later (`pdfbatch
+    keys set-callback`) does not redirect a batch already running, and a replay goes where the first
+    delivery went. Not checked again here: it was checked when set, and every attempt checks it again.
     """
+    if owner is None or deps.tenants is None or deps.callbacks is None:
+        return None
+    url = url_for_new_batch(None, owner, deps.tenants.callback_of)
+    if url is not None:
+        register(deps, batch_id, url)
+    return url
+
+
+def set_default(
+    keys: TenantKeys,
+    settings: Settings,
+    tenant: str,
+    url: str | None,
+    resolver: callbacks.Resolver = callbacks.resolve,
+) -> str | None:
+    """`pdfbatch keys set-callback`: set (or clear, with None) a tenant's default callback URL.
+
+    Checked exactly as a POSTed callbackUrl (``check``: InvalidInput saying why not); only a tenant
+    that has, or had, a key may have one. Returns the URL's origin (no path or query) to show.
+    """
+    from pdfbatch.tenants import check_tenant
+
+    check_tenant(tenant)
+    if url is not None:
+        check(settings, url, resolver)
+    if url is not None and not any(k.tenant == tenant for k in keys.list_keys()):
+        raise InvalidInput(f"no tenant {tenant!r}: create its key first (`pdfbatch keys create`)")
+    keys.set_callback(tenant, url)
+    return origin_of(url)
+
+
+def origin_of(url: str | None) -> str | None:
+    """A callback URL's scheme, host and port, never its path or query (what may be shown or logged)."""
+    if url is None:
+        return None
+    try:
+        scheme, host, port, _ = callbacks.parse_url(url, allow_http=True)
+    except callbacks.CallbackUrlError:
+        return None
+    return callbacks.Target(scheme, host, port, "/", ()).origin
+
+
+def state_of(url: str, rows: Sequence[CallbackAttempt]) -> dict[str, Any]:
+    """GET /batches/{id}'s ``callback``: the URL's host and the delivery's state, from its attempts.
+
+    "pending": no attempt answered yet (the batch runs, or its first POST is on its way); "delivered":
+    an attempt got a 2xx; "failing": attempts answered, none with a 2xx (retried with backoff; after
+    the last one the operator replays it). The last answered attempt's HTTP status or error class.
+    """
+    try:
+        host: str | None = callbacks.parse_url(url, allow_http=True)[1]
+    except callbacks.CallbackUrlError:
+        host = None
+    answered = [a for a in rows if a.duration_ms is not None]
+    last = max(answered, key=lambda a: (a.started_at, a.attempt), default=None)
+    if any(a.http_status is not None and 200 <= a.http_status < 300 for a in answered):
+        state = "delivered"
+    else:
+        state = "failing" if answered else "pending"
+    return {
+        "host": host,
+        "state": state,
+        "attempts": len(answered),
+        "lastAttemptAt": iso(last.started_at) if last is not None else None,
+        "lastHttpStatus": last.http_status if last is not None else None,
+        "lastError": last.error if last is not None else None,
+    }
+
+
+def callback_url(deps: Deps, batch: BatchRow) -> str | None:
+    """Where a batch's summary goes: the URL kept for it at creation (its callbackUrl, or its tenant's
+    default then: ``keep_default``), so deliveries, replays and `pdfbatch callbacks` all follow it."""
     return deps.callbacks.url_of(batch.batch_id) if deps.callbacks is not None else None
 
 
@@ -252,14 +335,7 @@ def attempts(deps: Deps, batch_id: str) -> dict[str, Any]:
     batch = deps.ledger.get_batch(batch_id) if is_batch_id(batch_id) else None
     if batch is None:
         raise NotFound("no such batch")
-    url = callback_url(deps, batch)
-    origin = None
-    if url is not None:
-        try:
-            scheme, host, port, _ = callbacks.parse_url(url, allow_http=True)
-            origin = callbacks.Target(scheme, host, port, "/", ()).origin
-        except callbacks.CallbackUrlError:
-            origin = None
+    origin = origin_of(callback_url(deps, batch))
     rows = _log(deps).attempts(batch_id)
     return {
         "batchId": batch_id,

@@ -57,6 +57,9 @@ def batch_status(deps: Deps, batch_id: str, caller: Caller = ADMIN) -> dict[str,
     _visible(deps, batch_id, caller)
     body = _batch_status(deps, batch_id)
     body["lanes"] = lane_progress(deps, batch_id, int(body["processed"]))
+    callback = callback_state(deps, batch_id)
+    if callback is not None:
+        body["callback"] = callback
     if body["status"] in FINAL_STATUSES:
         report = report_links(deps, batch_id)
         if report is not None:
@@ -69,6 +72,20 @@ def lane_progress(deps: Deps, batch_id: str, processed: int) -> dict[str, dict[s
     by_lane index: a batch's OCR rows only), and the files the text lane recorded (the rest)."""
     ocr = deps.ledger.lane_counts(batch_id, Lane.OCR)
     return {"text": {"done": max(processed - ocr["done"], 0)}, "ocr": ocr}
+
+
+def callback_state(deps: Deps, batch_id: str) -> dict[str, Any] | None:
+    """Where the batch's summary goes (the host only: never the URL's path or query) and how its
+    delivery stands; None for a batch without a callback (one primary key read, and then the
+    attempts by their by_batch index). The module that knows URLs is loaded only for such a batch."""
+    if deps.callbacks is None:
+        return None
+    url = deps.callbacks.url_of(batch_id)
+    if url is None:
+        return None
+    from pdfbatch.services.callbacks import state_of
+
+    return state_of(url, deps.callbacks.attempts(batch_id))
 
 
 def report_links(deps: Deps, batch_id: str) -> dict[str, Any] | None:
