@@ -179,12 +179,12 @@ def find_batches(request: Request, caller: Caller) -> dict[str, Any]:
     key = request.text("key") or ""
     if not key:
         raise InvalidInput("query parameter 'key' is required")
-    return response(200, views.find_batches(get_deps(), key, caller))
+    return response(200, views.find_batches(get_deps(), key, caller=caller))
 
 
 def get_batch(request: Request, caller: Caller, batch_id: str) -> dict[str, Any]:
     """Progress of one batch; clients are told when to poll again while it runs."""
-    body = views.batch_status(get_deps(), batch_id, caller)
+    body = views.batch_status(get_deps(), batch_id, caller=caller)
     headers = {"Cache-Control": "no-store"}
     if body["status"] in ("PENDING", "PROCESSING"):
         headers["Retry-After"] = "1"

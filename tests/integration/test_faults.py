@@ -39,6 +39,7 @@ from pdfbatch.adapters.redis import RedisProgress, done_key, progress_key
 from pdfbatch.adapters.sqs import SqsDeadLetters, SqsQueue
 from pdfbatch.model import FileTask, staging_key
 from pdfbatch.services import Deps, batches, operations, processing, staging, views
+from pdfbatch.tenants import ADMIN
 from plugins.services import add_users
 
 pytestmark = pytest.mark.integration
@@ -236,7 +237,7 @@ def test_worker_killed_between_link_and_count_is_counted_once_on_redelivery(ls_d
         == KILLED
     )
     assert ledger_rows(db, report.batch_id)[0]["outcome"] == "linked"
-    assert views.batch_status(deps, report.batch_id)["processed"] == 0
+    assert views.batch_status(deps, report.batch_id, caller=ADMIN)["processed"] == 0
     # and the message is redelivered twice, the other file once
     process_all(deps, [match, other, match])
     # THEN the file is linked once, counted once, with one object, and the batch completes
@@ -262,7 +263,7 @@ def test_unzip_killed_half_way_through_a_large_zip_is_finished_by_the_retry(ls_d
     )
     batch_id = batches.resolve_batch(deps, up)[0]
     assert 40 <= len(keys(deps, "staging/")) < n
-    assert views.batch_status(deps, batch_id)["status"] == "PROCESSING"
+    assert views.batch_status(deps, batch_id, caller=ADMIN)["status"] == "PROCESSING"
     # and workers process what it had queued, while S3 retries the event
     early = receive_all(deps)
     assert len(early) < n
@@ -371,10 +372,10 @@ def test_progress_with_a_short_ttl_expiring_mid_batch_never_goes_backwards(deps:
     short = replace(deps, progress=RedisProgress.from_url(deps.settings.redis_url, ttl_seconds=1))
     report = staging.stage_zip(short, upload(short, resume_zip(8, [])))
     msgs = sorted(receive_all(short), key=lambda m: m["index"])
-    seen = [views.batch_status(short, report.batch_id)]
+    seen = [views.batch_status(short, report.batch_id, caller=ADMIN)]
     for body in msgs[:4]:
         process_all(short, [body])
-        seen.append(views.batch_status(short, report.batch_id))
+        seen.append(views.batch_status(short, report.batch_id, caller=ADMIN))
     # WHEN the key expires mid-batch (for real: the TTL runs out)
     redis = short.progress.client  # type: ignore[attr-defined]
     deadline = time.monotonic() + 15
@@ -382,13 +383,13 @@ def test_progress_with_a_short_ttl_expiring_mid_batch_never_goes_backwards(deps:
         time.sleep(0.1)
     assert not redis.exists(progress_key(report.batch_id))
     # THEN status answers from MySQL with the same progress
-    from_ledger = views.batch_status(short, report.batch_id)
+    from_ledger = views.batch_status(short, report.batch_id, caller=ADMIN)
     seen.append(from_ledger)
     assert (from_ledger["source"], from_ledger["processed"]) == ("ledger", 4)
     # and the rest (with late duplicates) rebuilds the hash and completes with exact counts
     for body in msgs[4:] + msgs[:2]:
         process_all(short, [body])
-        seen.append(views.batch_status(short, report.batch_id))
+        seen.append(views.batch_status(short, report.batch_id, caller=ADMIN))
     status = assert_counters_match_ledger(short, report.batch_id)
     assert (status["status"], status["processed"]) == ("COMPLETED", 8)
     assert [s["processed"] for s in seen] == sorted(s["processed"] for s in seen)
@@ -438,7 +439,7 @@ def test_unzip_dlq_message_fails_the_batch_unzip_never_finished(deps: Deps, db: 
     # THEN the batch exists and is FAILED unzip_failed; the malformed message is dropped, not retried
     assert result == {"batchItemFailures": []}
     batch_id = batches.resolve_batch(deps, up)[0]
-    status = views.batch_status(deps, batch_id)
+    status = views.batch_status(deps, batch_id, caller=ADMIN)
     assert (status["status"], status["reason"]) == ("FAILED", "unzip_failed")
     with db.cursor() as cur:
         cur.execute(
@@ -501,7 +502,7 @@ def test_worker_killed_on_the_last_receive_still_finishes_its_batch_through_the_
     assert receive_work() == []
     dead = sqs.receive_message(QueueUrl=dlq_url, MaxNumberOfMessages=10, AttributeNames=["All"])["Messages"]
     assert [json.loads(m["Body"])["index"] for m in dead] == [0]
-    assert views.batch_status(deps, report.batch_id)["status"] == "PROCESSING"
+    assert views.batch_status(deps, report.batch_id, caller=ADMIN)["status"] == "PROCESSING"
     # AND the DLQ's consumer (unzip's WorkDeadLetters event source) records it failed/gave_up, so the
     # batch finishes without an operator
     bootstrap.override(deps)

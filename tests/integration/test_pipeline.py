@@ -24,6 +24,7 @@ from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
 from pdfbatch.adapters.redis import done_key, progress_key
 from pdfbatch.model import FileTask
 from pdfbatch.services import batches, processing, staging, views
+from pdfbatch.tenants import ADMIN
 from plugins.services import add_users
 
 pytestmark = pytest.mark.integration
@@ -100,7 +101,7 @@ def test_redelivering_every_message_twice_changes_nothing(deps: Any, db: Any) ->
     msgs = receive_all(deps)
     for body in msgs:
         processing.process_file(deps, FileTask.from_message(body))
-    before_status = views.batch_status(deps, report.batch_id)
+    before_status = views.batch_status(deps, report.batch_id, caller=ADMIN)
     before_rows = ledger_rows(db, report.batch_id)
     before_urls = pdf_urls(db)
     # WHEN every message arrives twice more
@@ -108,7 +109,7 @@ def test_redelivering_every_message_twice_changes_nothing(deps: Any, db: Any) ->
         for body in msgs:
             processing.process_file(deps, FileTask.from_message(body))
     # THEN counters, ledger outcomes and pdf_url values are as after one delivery
-    after = views.batch_status(deps, report.batch_id)
+    after = views.batch_status(deps, report.batch_id, caller=ADMIN)
     for field in ("processed", "linked", "skipped_no_match", "skipped_already_exists", "failed", "status"):
         assert after[field] == before_status[field]
     assert [(r["outcome"], r["reason"], r["final_key"]) for r in ledger_rows(db, report.batch_id)] == [
@@ -276,7 +277,7 @@ def test_first_candidate_that_is_a_user_wins_over_an_earlier_non_user(deps: Any,
 def test_corrupt_zip_fails_the_batch_with_a_reason(deps: Any, db: Any) -> None:
     report = staging.stage_zip(deps, upload(deps, b"this is not a zip at all" * 100))
     assert report.status == "FAILED"
-    status = views.batch_status(deps, report.batch_id)
+    status = views.batch_status(deps, report.batch_id, caller=ADMIN)
     assert status["status"] == "FAILED"
     assert status["reason"] == "corrupt_zip"
     assert deps.ledger.get_batch(report.batch_id).status == "FAILED"
@@ -284,7 +285,7 @@ def test_corrupt_zip_fails_the_batch_with_a_reason(deps: Any, db: Any) -> None:
 
 def test_zip_without_pdfs_completes_with_zero_files(deps: Any, db: Any) -> None:
     report = staging.stage_zip(deps, upload(deps, make_zip([("readme.txt", b"hi"), ("._x.pdf", b"x")])))
-    status = views.batch_status(deps, report.batch_id)
+    status = views.batch_status(deps, report.batch_id, caller=ADMIN)
     assert status["status"] == "COMPLETED"
     assert status["totalFiles"] == 0
     assert status["ignored"] == 2
@@ -303,7 +304,7 @@ def test_oversized_entry_is_failed_too_large_and_the_rest_goes_on(deps: Any, db:
     rows = {r["entry_name"]: r for r in ledger_rows(db, report.batch_id)}
     assert (rows["big.pdf"]["outcome"], rows["big.pdf"]["reason"]) == ("failed", "too_large")
     assert rows["small.pdf"]["outcome"] == "linked"
-    assert views.batch_status(deps, report.batch_id)["status"] == "COMPLETED"
+    assert views.batch_status(deps, report.batch_id, caller=ADMIN)["status"] == "COMPLETED"
 
 
 def test_progress_expiring_mid_batch_is_rebuilt_from_the_ledger(deps: Any, db: Any) -> None:
@@ -313,11 +314,11 @@ def test_progress_expiring_mid_batch_is_rebuilt_from_the_ledger(deps: Any, db: A
     msgs = receive_all(deps)
     for body in msgs[:3]:
         processing.process_file(deps, FileTask.from_message(body))
-    before = views.batch_status(deps, report.batch_id)["processed"]
+    before = views.batch_status(deps, report.batch_id, caller=ADMIN)["processed"]
     # WHEN the Redis keys expire
     deps.progress.client.delete(progress_key(report.batch_id), done_key(report.batch_id))
     # THEN status still answers from MySQL without going backwards
-    assert views.batch_status(deps, report.batch_id)["processed"] == before == 3
+    assert views.batch_status(deps, report.batch_id, caller=ADMIN)["processed"] == before == 3
     # and processing the rest (plus a duplicate) completes with exact counts
     for body in msgs[2:]:
         processing.process_file(deps, FileTask.from_message(body))
@@ -331,7 +332,7 @@ def test_status_of_unknown_or_malformed_id_is_not_found(deps: Any) -> None:
 
     for batch_id in ("0" * 32, "../../etc", "ABC"):
         with pytest.raises(NotFound):
-            views.batch_status(deps, batch_id)
+            views.batch_status(deps, batch_id, caller=ADMIN)
 
 
 def test_files_are_listed_in_entry_order_with_a_cursor(deps: Any, db: Any) -> None:
@@ -339,8 +340,8 @@ def test_files_are_listed_in_entry_order_with_a_cursor(deps: Any, db: Any) -> No
     data = make_zip([(n, pdfs.text_pdf(["no email here"])) for n in names])
     report = staging.stage_zip(deps, upload(deps, data))
     drain(deps)
-    page1 = views.list_files(deps, report.batch_id, limit=2)
-    page2 = views.list_files(deps, report.batch_id, cursor=page1["nextCursor"], limit=10)
+    page1 = views.list_files(deps, report.batch_id, limit=2, caller=ADMIN)
+    page2 = views.list_files(deps, report.batch_id, cursor=page1["nextCursor"], limit=10, caller=ADMIN)
     listed = [i["name"] for i in page1["items"] + page2["items"]]
     assert listed == names
     assert page2["nextCursor"] is None
@@ -352,6 +353,6 @@ def test_files_are_listed_in_entry_order_with_a_cursor(deps: Any, db: Any) -> No
 def test_create_batch_returns_a_presigned_post_for_its_own_key(deps: Any) -> None:
     body = batches.create_batch(deps)
     assert body["upload"]["fields"]["key"] == f"uploads/{body['batchId']}.zip"
-    assert views.batch_status(deps, body["batchId"])["status"] == "PENDING"
+    assert views.batch_status(deps, body["batchId"], caller=ADMIN)["status"] == "PENDING"
     other = batches.create_batch(deps)
     assert other["batchId"] != body["batchId"]

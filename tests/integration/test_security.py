@@ -19,6 +19,7 @@ from pdfbatch import bootstrap
 from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.logs import logger
 from pdfbatch.services import staging, views
+from pdfbatch.tenants import ADMIN
 from plugins.services import add_users
 
 pytestmark = pytest.mark.integration
@@ -121,7 +122,7 @@ def test_odd_entry_names_and_emails_round_trip_and_link_exactly(deps: Any, db: A
     drain(deps)
     # THEN every name is stored and listed exactly as written
     assert [r["entry_name"] for r in ledger_rows(db, report.batch_id)] == [n for n, _ in entries]
-    listed = [i["name"] for i in views.list_files(deps, report.batch_id)["items"]]
+    listed = [i["name"] for i in views.list_files(deps, report.batch_id, caller=ADMIN)["items"]]
     assert listed == [n for n, _ in entries]
     # AND each odd address linked its own user, and the users table is intact
     urls = pdf_urls(db)

@@ -28,6 +28,7 @@ from pdfbatch.config import Settings, UsersTable, parse_mysql_url
 from pdfbatch.model import final_key
 from pdfbatch.ops.users_check import check_users_table
 from pdfbatch.services import Deps, staging, views
+from pdfbatch.tenants import ADMIN
 
 pytestmark = pytest.mark.integration
 
@@ -135,7 +136,7 @@ def test_string_and_uuid_ids_are_linked(table: Table, db: Any, ddl: str, user_id
     assert table.deps.store.get_bytes(table.deps.settings.bucket, row.final_key).startswith(b"%PDF-")
     assert ledger_rows(db, batch)[0]["user_id"] == user_id
     assert table.pdf_urls()[user_id] == table.deps.settings.pdf_url(row.final_key)
-    assert views.list_files(table.deps, batch)["items"][0]["userId"] == user_id
+    assert views.list_files(table.deps, batch, caller=ADMIN)["items"][0]["userId"] == user_id
 
 
 def test_two_rows_with_one_email_are_ambiguous_and_nobody_is_linked(table: Table) -> None:
@@ -157,7 +158,7 @@ def test_two_rows_with_one_email_are_ambiguous_and_nobody_is_linked(table: Table
         None,
     )
     assert set(table.pdf_urls().values()) == {None}
-    assert views.batch_status(table.deps, batch)["reasons"] == {"ambiguous": 1}
+    assert views.batch_status(table.deps, batch, caller=ADMIN)["reasons"] == {"ambiguous": 1}
 
 
 @pytest.mark.parametrize(
@@ -191,7 +192,7 @@ def test_a_table_not_as_configured_fails_files_at_once_without_retries(
     assert result == {"batchItemFailures": []}
     row = files_by_name(deps, report.batch_id)["cv.pdf"]
     assert (row.outcome, row.reason, row.attempts) == ("failed", "users_table_error", 1)
-    assert views.batch_status(deps, report.batch_id)["status"] == "COMPLETED"
+    assert views.batch_status(deps, report.batch_id, caller=ADMIN)["status"] == "COMPLETED"
 
 
 # --- `stack up`'s check --------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.model import BatchReason, BatchStatus, FileResult
 from pdfbatch.ports import FileRow, NewEntry
 from pdfbatch.services import Deps, operations, staging, tally, views
+from pdfbatch.tenants import ADMIN
 
 resume = functools.cache(pdfs.resume_pdf)
 text_pdf = functools.cache(lambda *pages: pdfs.text_pdf(list(pages)))
@@ -172,7 +173,7 @@ def test_duplicate_completions_put_one_event(deps: Deps, ledger: FakeLedger, clo
     batch = ledger.get_batch(batch_id)
     assert batch is not None
     tally.complete_from_ledger(deps, batch, ledger.outcome_counts(batch_id))
-    views.batch_status(deps, batch_id)
+    views.batch_status(deps, batch_id, caller=ADMIN)
     # THEN one event was put, Batch Completed from pdfbatch, with the ledger's counts
     put = events_of(deps).of(batch_id)
     assert [(s, t) for s, t, _ in put] == [("pdfbatch", "Batch Completed")]
@@ -228,15 +229,15 @@ def test_announcer_killed_after_its_claim_is_repaired_by_a_status_read_once_the_
         process_all(deps, msgs)
     assert events_of(deps).of(batch_id) == []
     # WHEN status is read and the last message redelivered while the claim holds
-    body = views.batch_status(deps, batch_id)
+    body = views.batch_status(deps, batch_id, caller=ADMIN)
     process_all(deps, msgs[-1:])
     # THEN nothing is announced yet (the claim may still be at work) and no report is linked
     assert body["status"] == "COMPLETED" and "report" not in body
     assert events_of(deps).of(batch_id) == []
     # WHEN the lease is over and status is read (twice)
     clock.advance(tally.ANNOUNCE_LEASE_SECONDS + 1)
-    first = views.batch_status(deps, batch_id)
-    second = views.batch_status(deps, batch_id)
+    first = views.batch_status(deps, batch_id, caller=ADMIN)
+    second = views.batch_status(deps, batch_id, caller=ADMIN)
     # THEN one event, and both answers link the report with short-lived presigned GETs
     assert len(events_of(deps).of(batch_id)) == 1
     for body in (first, second):
@@ -249,7 +250,7 @@ def test_announcer_killed_after_its_claim_is_repaired_by_a_status_read_once_the_
 def test_a_batch_still_processing_links_no_report(deps: Deps, ledger: FakeLedger) -> None:
     # GIVEN a batch with unprocessed files WHEN status is read THEN there is no report and no event
     batch_id = mixed_batch(deps, ledger)
-    assert "report" not in views.batch_status(deps, batch_id)
+    assert "report" not in views.batch_status(deps, batch_id, caller=ADMIN)
     assert events_of(deps).of(batch_id) == []
 
 

@@ -29,6 +29,7 @@ from pdfbatch.config import Settings
 from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.model import FileResult, final_key
 from pdfbatch.services import Deps, batches, processing, staging, views
+from pdfbatch.tenants import ADMIN
 
 resume = functools.cache(pdfs.resume_pdf)
 text_pdf = functools.cache(lambda *pages: pdfs.text_pdf(list(pages)))
@@ -139,7 +140,7 @@ def test_duplicate_notification_after_the_zip_was_deleted_leaves_a_running_batch
     # THEN it is a no-op: same batch, still PROCESSING, nothing re-sent, no zip_missing
     assert (again.batch_id, again.duplicate, again.status) == (report.batch_id, True, "PROCESSING")
     assert receive_all(deps) == []
-    assert "reason" not in views.batch_status(deps, report.batch_id)
+    assert "reason" not in views.batch_status(deps, report.batch_id, caller=ADMIN)
     # and the rest finishes it
     process_all(deps, msgs[2:])
     status = assert_counters_match_ledger(deps, report.batch_id)
@@ -158,7 +159,9 @@ def test_unzip_dying_after_recording_unpacked_is_finished_by_the_duplicate(
         staging.stage_zip(deps, up)
     drain(deps)
     batch_id = batches.resolve_batch(deps, up)[0]
-    assert views.batch_status(deps, batch_id)["status"] == "PROCESSING"  # every file done, not known
+    assert (
+        views.batch_status(deps, batch_id, caller=ADMIN)["status"] == "PROCESSING"
+    )  # every file done, not known
     # WHEN S3 retries the event THEN the batch completes, nothing re-sent or counted twice
     again = staging.stage_zip(deps, up)
     assert (again.duplicate, again.status) == (True, "COMPLETED")
@@ -178,7 +181,7 @@ def test_upload_unzip_never_got_to_is_failed_unzip_failed(deps: Deps) -> None:
     assert batches.abandon_upload(deps, up) == "FAILED"
     # THEN the batch exists, FAILED with a machine-readable reason, in Redis and MySQL
     batch_id = batches.resolve_batch(deps, up)[0]
-    status = views.batch_status(deps, batch_id)
+    status = views.batch_status(deps, batch_id, caller=ADMIN)
     assert (status["status"], status["reason"]) == ("FAILED", "unzip_failed")
     row = deps.ledger.get_batch(batch_id)
     assert row is not None and (row.status, row.reason, row.object_key) == ("FAILED", "unzip_failed", up.key)
@@ -285,7 +288,7 @@ def test_rate_and_eta_after_a_rebuild_stay_an_average_over_the_batch(deps: Deps)
     clock.advance(10)
     process_all(deps, [msgs[3]])
     # THEN the rate is 3 files in 30 s, not 3 files in no time, and the ETA follows from it
-    status = views.batch_status(deps, report.batch_id)
+    status = views.batch_status(deps, report.batch_id, caller=ADMIN)
     assert (status["processed"], status["filesPerSecond"], status["etaSeconds"]) == (4, 0.1, 20.0)
 
 
@@ -312,6 +315,6 @@ def test_batch_whose_summary_write_was_lost_is_completed_when_status_is_asked(
     progress.expire(report.batch_id)
     assert ledger.get_batch(report.batch_id).status == "PROCESSING"  # type: ignore[union-attr]
     # WHEN its status is asked THEN it is COMPLETED, and so is its MySQL row from now on
-    status = views.batch_status(deps, report.batch_id)
+    status = views.batch_status(deps, report.batch_id, caller=ADMIN)
     assert (status["status"], status["processed"], status["source"]) == ("COMPLETED", 2, "ledger")
     assert ledger.get_batch(report.batch_id).status == "COMPLETED"  # type: ignore[union-attr]

@@ -33,6 +33,7 @@ from pdfbatch.model import FileTask
 from pdfbatch.ocr.engine import Raster
 from pdfbatch.ops import invariants
 from pdfbatch.services import Deps, processing, staging, views
+from pdfbatch.tenants import ADMIN
 
 blank_scan = functools.cache(scans.blank_scan)
 resume = functools.cache(pdfs.resume_pdf)
@@ -123,7 +124,7 @@ def test_a_pdf_without_a_text_layer_is_handed_to_the_ocr_lane_uncounted(
     status = assert_counters_match_ledger(deps, batch_id)
     assert (status["status"], status["processed"]) == ("PROCESSING", 1)
     assert status["lanes"] == {"text": {"done": 1}, "ocr": {"waiting": 1, "done": 0}}
-    assert views.list_files(deps, batch_id)["items"][0]["source"] == "ocr"
+    assert views.list_files(deps, batch_id, caller=ADMIN)["items"][0]["source"] == "ocr"
 
 
 def test_without_an_ocr_lane_a_scan_still_ends_no_text_layer(deps: Deps) -> None:
@@ -148,7 +149,7 @@ def test_a_redelivered_work_message_sends_again_without_reading_or_counting(
     assert (row.outcome, row.attempts, row.source) == (None, 1, "ocr")
     msgs = ocr_messages(ocr_queue)
     assert len(msgs) == 3 and {m["index"] for m in msgs} == {0}
-    assert views.batch_status(deps, batch_id)["processed"] == 0
+    assert views.batch_status(deps, batch_id, caller=ADMIN)["processed"] == 0
     # WHEN ocr_pdf handles all three duplicates
     engine = FakeEngine("nothing to see here")
     for body in msgs:

@@ -27,6 +27,7 @@ from pdfbatch.errors import InvalidInput, NotFound
 from pdfbatch.model import FileResult, FileTask
 from pdfbatch.services import Deps, operations, processing, staging, views
 from pdfbatch.services.report import batch_report, percentile
+from pdfbatch.tenants import ADMIN
 
 resume = functools.cache(pdfs.resume_pdf)
 text_pdf = functools.cache(lambda *pages: pdfs.text_pdf(list(pages)))
@@ -82,7 +83,7 @@ def test_retry_reruns_every_file_not_linked_and_counts_the_new_outcomes_once(
     status = assert_counters_match_ledger(deps, batch_id)
     assert (status["status"], status["processed"], status["linked"]) == ("PROCESSING", 1, 1)
     assert deps.ledger.get_batch(batch_id).status == "PROCESSING"  # type: ignore[union-attr]
-    assert "reason:no_user" not in views.batch_status(deps, batch_id)["reasons"]
+    assert "reason:no_user" not in views.batch_status(deps, batch_id, caller=ADMIN)["reasons"]
     # and once processed again the batch completes with the new outcome counted once
     sent = drain(deps)
     assert sorted(m["index"] for m in sent) == sorted(report.resent)
@@ -172,7 +173,7 @@ def test_retry_keeps_files_refused_at_unzip_they_were_never_staged(deps: Deps) -
     drain(deps)
     report = operations.retry_batch(deps, batch_id, failed_only=True)
     assert report.reopened == [] and report.kept["failed/too_large"] == 1
-    assert views.batch_status(deps, batch_id)["status"] == "COMPLETED"
+    assert views.batch_status(deps, batch_id, caller=ADMIN)["status"] == "COMPLETED"
 
 
 def test_retry_twice_in_a_row_reopens_and_counts_each_file_once(deps: Deps, ledger: FakeLedger) -> None:
@@ -271,7 +272,7 @@ def test_redrive_deletes_messages_of_files_already_done_and_leaves_unreadable_on
     assert (report.resent, report.already_done, report.left) == (0, 1, 1)
     assert receive_all(deps) == []
     assert dlq.approximate_count() == 1  # the malformed one, hidden for now, not deleted
-    assert views.batch_status(deps, batch_id)["status"] == "COMPLETED"
+    assert views.batch_status(deps, batch_id, caller=ADMIN)["status"] == "COMPLETED"
 
 
 def test_redrive_resends_a_file_that_never_got_an_outcome(deps: Deps, dlq: SqsDeadLetters) -> None:
@@ -359,7 +360,7 @@ def test_losing_the_timings_write_does_not_fail_a_recorded_file(
     drain(deps)
     row = files_by_name(deps, batch_id)["x.pdf"]
     assert (row.outcome, "update" in row.timings) == ("skipped_no_match", False)
-    assert views.batch_status(deps, batch_id)["status"] == "COMPLETED"
+    assert views.batch_status(deps, batch_id, caller=ADMIN)["status"] == "COMPLETED"
 
 
 def test_redrive_counts_a_file_whose_outcome_was_recorded_but_never_counted(
@@ -370,7 +371,7 @@ def test_redrive_counts_a_file_whose_outcome_was_recorded_but_never_counted(
     (msg,) = receive_all(deps)
     deps.ledger.record(batch_id, msg["index"], FileResult("skipped_no_match", "no_email"))
     dlq.client.send_message(QueueUrl=dlq.queue_url, MessageBody=json.dumps(msg))
-    assert views.batch_status(deps, batch_id)["status"] == "PROCESSING"
+    assert views.batch_status(deps, batch_id, caller=ADMIN)["status"] == "PROCESSING"
     # WHEN the DLQ is redriven THEN it is counted once, the batch completes, nothing is re-sent
     report = operations.redrive_dead_letters(deps, dlq)
     assert (report.already_done, report.resent) == (1, 0)

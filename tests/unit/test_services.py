@@ -40,6 +40,7 @@ from pdfbatch.errors import DependencyUnavailable, InvalidInput, NotFound
 from pdfbatch.model import FileTask, staging_key
 from pdfbatch.ports import FileRow
 from pdfbatch.services import Deps, batches, processing, staging, views
+from pdfbatch.tenants import ADMIN
 
 RANK = {"PENDING": 0, "PROCESSING": 1, "COMPLETED": 2, "FAILED": 2}
 
@@ -155,7 +156,7 @@ def test_ignored_entries_are_listed_but_never_counted(deps: Deps) -> None:
         2,
         4,
     )
-    listed = views.list_files(deps, report.batch_id, outcome="ignored")["items"]
+    listed = views.list_files(deps, report.batch_id, outcome="ignored", caller=ADMIN)["items"]
     assert [(i["name"], i["reason"]) for i in listed] == [
         ("__MACOSX/._a.pdf", "macos_metadata"),
         (".hidden.pdf", "hidden_file"),
@@ -259,7 +260,7 @@ def test_too_large_entry_is_failed_without_inflating_it_and_the_rest_goes_on(
     rows = files_by_name(deps, report.batch_id)
     assert (rows["big.pdf"].outcome, rows["big.pdf"].reason) == ("failed", "too_large")
     assert rows["small.pdf"].outcome == "linked"
-    assert views.batch_status(deps, report.batch_id)["status"] == "COMPLETED"
+    assert views.batch_status(deps, report.batch_id, caller=ADMIN)["status"] == "COMPLETED"
 
 
 @pytest.mark.parametrize(
@@ -282,7 +283,7 @@ def test_unreadable_zip_fails_the_batch_with_its_reason(
     report = staging.stage_zip(deps, upload(deps, data))
     # THEN the batch is FAILED with the reason, in Redis and MySQL, and nothing is queued
     assert (report.status, report.reason) == ("FAILED", reason)
-    status = views.batch_status(deps, report.batch_id)
+    status = views.batch_status(deps, report.batch_id, caller=ADMIN)
     assert (status["status"], status["reason"]) == ("FAILED", reason)
     batch = deps.ledger.get_batch(report.batch_id)
     assert batch is not None and (batch.status, batch.reason) == ("FAILED", reason)
@@ -295,14 +296,14 @@ def test_zip_deleted_before_unzip_reads_it_fails_zip_missing(deps: Deps) -> None
     # WHEN it is staged
     report = staging.stage_zip(deps, up)
     # THEN the batch is FAILED zip_missing
-    assert views.batch_status(deps, report.batch_id)["reason"] == "zip_missing"
+    assert views.batch_status(deps, report.batch_id, caller=ADMIN)["reason"] == "zip_missing"
 
 
 def test_zip_without_pdfs_completes_with_zero_files(deps: Deps) -> None:
     # GIVEN a ZIP with no PDF at all WHEN it is staged
     report = stage(deps, [("readme.txt", b"hi"), ("._x.pdf", b"x")])
     # THEN the batch is COMPLETED at once with totalFiles 0
-    status = views.batch_status(deps, report.batch_id)
+    status = views.batch_status(deps, report.batch_id, caller=ADMIN)
     assert (status["status"], status["totalFiles"], status["ignored"], status["percent"]) == (
         "COMPLETED",
         0,
@@ -362,11 +363,11 @@ def test_unzip_fails_when_messages_are_refused_and_its_retry_sends_them(deps: De
     with pytest.raises(DependencyUnavailable):
         staging.stage_zip(replace(deps, queue=refusing), up)
     batch_id, _ = batches.resolve_batch(deps, up)
-    assert views.batch_status(deps, batch_id)["status"] == "PROCESSING"
+    assert views.batch_status(deps, batch_id, caller=ADMIN)["status"] == "PROCESSING"
     # and the retry with a working queue sends every message, so the batch completes
     report = staging.stage_zip(deps, up)
     assert report.batch_id == batch_id and len(drain(deps)) == 3
-    assert views.batch_status(deps, batch_id)["status"] == "COMPLETED"
+    assert views.batch_status(deps, batch_id, caller=ADMIN)["status"] == "COMPLETED"
 
 
 # --- unzip: batch identity and re-runs ---------------------------------------------------------
@@ -397,7 +398,7 @@ def test_a_new_sequencer_for_the_same_key_is_a_new_batch(deps: Deps, clock: Fake
     # THEN each upload is its own batch, both findable by key, newest first
     assert second.batch_id != first.batch_id
     assert not second.duplicate
-    found = views.find_batches(deps, "uploads/drop.zip")["batches"]
+    found = views.find_batches(deps, "uploads/drop.zip", caller=ADMIN)["batches"]
     assert [b["batchId"] for b in found] == [second.batch_id, first.batch_id]
     assert {b["source"] for b in found} == {"s3"}
 
@@ -405,7 +406,7 @@ def test_a_new_sequencer_for_the_same_key_is_a_new_batch(deps: Deps, clock: Fake
 def test_api_upload_keeps_the_batch_id_it_was_given(deps: Deps) -> None:
     # GIVEN a batch created through POST /batches
     created = batches.create_batch(deps)
-    assert views.batch_status(deps, created["batchId"])["status"] == "PENDING"
+    assert views.batch_status(deps, created["batchId"], caller=ADMIN)["status"] == "PENDING"
     # WHEN its ZIP lands at uploads/{id}.zip
     report = stage(deps, [("a.pdf", text_pdf("x"))], key=created["key"])
     drain(deps)
@@ -485,7 +486,7 @@ def test_rerun_after_progress_expired_resumes_from_the_ledger_counts(
     # WHEN S3 retries the event
     staging.stage_zip(deps, up)
     # THEN progress restarts from the ledger, not from zero (it never goes backwards)
-    assert views.batch_status(deps, report.batch_id)["processed"] == 2
+    assert views.batch_status(deps, report.batch_id, caller=ADMIN)["processed"] == 2
     # and processing the three re-sent files completes the batch with exact counts
     drain(deps)
     status = assert_counters_match_ledger(deps, report.batch_id)
@@ -522,7 +523,7 @@ def test_each_kind_of_pdf_gets_its_outcome_and_only_a_match_is_linked(
     linked = outcome == "linked"
     assert (ledger.pdf_url_of(alice) is not None) == linked
     assert objects(deps, "pdfs/") == ([f"pdfs/{alice}/{row.sha256}.pdf"] if linked else [])
-    assert views.batch_status(deps, report.batch_id)["reasons"] == {reason: 1}
+    assert views.batch_status(deps, report.batch_id, caller=ADMIN)["reasons"] == {reason: 1}
 
 
 def test_first_candidate_in_document_order_that_is_a_user_wins(deps: Deps, ledger: FakeLedger) -> None:
@@ -647,7 +648,7 @@ def test_redelivering_every_message_twice_changes_nothing(
     # THEN ledger, users, counters and objects are exactly as they were
     after = (dict(ledger.files), dict(ledger.users), progress.get(report.batch_id), objects(deps, ""))
     assert after == before
-    assert views.batch_status(deps, report.batch_id)["processed"] == 3
+    assert views.batch_status(deps, report.batch_id, caller=ADMIN)["processed"] == 3
 
 
 def test_crash_between_copy_and_link_then_redelivery_links_once_without_orphan(
@@ -661,7 +662,7 @@ def test_crash_between_copy_and_link_then_redelivery_links_once_without_orphan(
     with pytest.raises(DependencyUnavailable):
         process_all(deps, msgs)
     assert ledger.pdf_url_of(user) is None
-    assert views.batch_status(deps, report.batch_id)["processed"] == 0
+    assert views.batch_status(deps, report.batch_id, caller=ADMIN)["processed"] == 0
     # WHEN the message is redelivered (twice)
     process_all(deps, msgs, times=2)
     # THEN the file is linked once, counted once, and the only object is the linked one
@@ -684,7 +685,7 @@ def test_crash_after_link_before_counting_then_redelivery_counts_once(
     with pytest.raises(DependencyUnavailable):
         process_all(deps, msgs[:1])
     assert files_by_name(deps, report.batch_id)["a.pdf"].outcome == "linked"
-    assert views.batch_status(deps, report.batch_id)["processed"] == 0
+    assert views.batch_status(deps, report.batch_id, caller=ADMIN)["processed"] == 0
     assert staging_key(report.batch_id, 0) in objects(deps, "staging/")  # died before deleting it
     # WHEN every message arrives, the crashed one twice
     process_all(deps, msgs + msgs[:1])
@@ -701,13 +702,13 @@ def test_progress_expiring_mid_batch_is_rebuilt_and_never_goes_backwards(
     # GIVEN a batch half processed, then its Redis progress expires
     report = stage(deps, [(f"{i}.pdf", text_pdf(f"file {i}")) for i in range(6)])
     msgs = receive_all(deps)
-    seen = [views.batch_status(deps, report.batch_id)]
+    seen = [views.batch_status(deps, report.batch_id, caller=ADMIN)]
     for body in msgs[:3]:
         processing.process_file(deps, FileTask.from_message(body))
-        seen.append(views.batch_status(deps, report.batch_id))
+        seen.append(views.batch_status(deps, report.batch_id, caller=ADMIN))
     progress.expire(report.batch_id)
     # WHEN status is asked meanwhile THEN the ledger answers with the same progress
-    from_ledger = views.batch_status(deps, report.batch_id)
+    from_ledger = views.batch_status(deps, report.batch_id, caller=ADMIN)
     seen.append(from_ledger)
     assert (from_ledger["source"], from_ledger["status"], from_ledger["processed"]) == (
         "ledger",
@@ -717,7 +718,7 @@ def test_progress_expiring_mid_batch_is_rebuilt_and_never_goes_backwards(
     # WHEN the rest arrive (with a late duplicate) THEN the hash is rebuilt and counts are exact
     for body in msgs[2:]:
         processing.process_file(deps, FileTask.from_message(body))
-        seen.append(views.batch_status(deps, report.batch_id))
+        seen.append(views.batch_status(deps, report.batch_id, caller=ADMIN))
     status = assert_counters_match_ledger(deps, report.batch_id)
     assert (status["status"], status["processed"], status["source"]) == ("COMPLETED", 6, "live")
     assert [s["processed"] for s in seen] == sorted(s["processed"] for s in seen)
@@ -766,7 +767,7 @@ def test_status_while_processing_has_percent_reasons_and_eta(deps: Deps, clock: 
     clock.advance(2)
     process_all(deps, msgs[3:])
     # WHEN status is asked
-    body = views.batch_status(deps, report.batch_id)
+    body = views.batch_status(deps, report.batch_id, caller=ADMIN)
     # THEN it shows progress, reasons and a rate-based ETA
     assert {k: body[k] for k in ("status", "totalFiles", "processed", "percent", "failed")} == {
         "status": "PROCESSING",
@@ -781,7 +782,7 @@ def test_status_while_processing_has_percent_reasons_and_eta(deps: Deps, clock: 
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", body["createdAt"])
     # and once everything is done: 100 %, no ETA, a completion time
     process_all(deps, msgs[1:3])
-    done = views.batch_status(deps, report.batch_id)
+    done = views.batch_status(deps, report.batch_id, caller=ADMIN)
     assert (done["status"], done["percent"], done["processed"]) == ("COMPLETED", 100.0, 4)
     assert done["etaSeconds"] is None and done["completedAt"] is not None
 
@@ -791,9 +792,9 @@ def test_status_of_a_finished_batch_answers_from_the_ledger_after_expiry(
 ) -> None:
     report = stage(deps, [("a.pdf", text_pdf("x")), ("b.pdf", b"junk")])
     drain(deps)
-    live = views.batch_status(deps, report.batch_id)
+    live = views.batch_status(deps, report.batch_id, caller=ADMIN)
     progress.expire(report.batch_id)
-    stored = views.batch_status(deps, report.batch_id)
+    stored = views.batch_status(deps, report.batch_id, caller=ADMIN)
     assert stored["source"] == "ledger"
     for field in ("status", "totalFiles", "processed", "percent", "failed", "reasons", "ignored"):
         assert stored[field] == live[field], field
@@ -816,7 +817,7 @@ def test_a_status_read_writes_nothing_unless_it_ends_the_batch(
         before = state()
         # WHEN its status is read, later, from the live counters and then from the ledger
         clock.advance(60)
-        body = views.batch_status(deps, report.batch_id)
+        body = views.batch_status(deps, report.batch_id, caller=ADMIN)
         # THEN the answer is the progress, and neither the ledger nor the counters changed
         assert (body["status"], body["processed"]) == ("PROCESSING", 2)
         assert state() == before
@@ -825,9 +826,9 @@ def test_a_status_read_writes_nothing_unless_it_ends_the_batch(
 @pytest.mark.parametrize("batch_id", ["0" * 32, "A" * 32, "../../etc/passwd", "abc", ""])
 def test_unknown_or_malformed_batch_id_is_not_found(deps: Deps, batch_id: str) -> None:
     with pytest.raises(NotFound):
-        views.batch_status(deps, batch_id)
+        views.batch_status(deps, batch_id, caller=ADMIN)
     with pytest.raises(NotFound):
-        views.list_files(deps, batch_id)
+        views.list_files(deps, batch_id, caller=ADMIN)
 
 
 def test_files_are_paginated_in_entry_order_and_filtered(deps: Deps) -> None:
@@ -840,7 +841,7 @@ def test_files_are_paginated_in_entry_order_and_filtered(deps: Deps) -> None:
     # WHEN pages of two are read THEN every entry comes once, in order, and the last has no cursor
     pages, cursor = [], None
     while True:
-        page = views.list_files(deps, batch_id, cursor=cursor, limit=2)
+        page = views.list_files(deps, batch_id, cursor=cursor, limit=2, caller=ADMIN)
         pages.append([i["name"] for i in page["items"]])
         cursor = page["nextCursor"]
         if cursor is None:
@@ -849,14 +850,14 @@ def test_files_are_paginated_in_entry_order_and_filtered(deps: Deps) -> None:
 
     # and filters pick the right entries
     def names_of(outcome: str) -> list[str]:
-        return [i["name"] for i in views.list_files(deps, batch_id, outcome=outcome)["items"]]
+        return [i["name"] for i in views.list_files(deps, batch_id, outcome=outcome, caller=ADMIN)["items"]]
 
     assert names_of("not_linked") == ["a.pdf", "b.pdf"]
     assert names_of("failed") == ["b.pdf"]
     assert names_of("pending") == ["c.pdf", "d.pdf"]
     assert names_of("ignored") == ["notes.txt"]
     assert names_of("linked") == []
-    item = views.list_files(deps, batch_id, limit=1)["items"][0]
+    item = views.list_files(deps, batch_id, limit=1, caller=ADMIN)["items"][0]
     assert (item["outcome"], item["reason"], item["kind"], item["attempts"]) == (
         "skipped_no_match",
         "no_email",
@@ -874,7 +875,7 @@ def test_bad_file_listing_parameters_are_invalid_input(
 ) -> None:
     report = stage(deps, [("a.pdf", text_pdf("x"))])
     with pytest.raises(InvalidInput, match=message):
-        views.list_files(deps, report.batch_id, **kwargs)
+        views.list_files(deps, report.batch_id, **kwargs, caller=ADMIN)
 
 
 def test_file_listing_limit_is_clamped_between_1_and_1000(
@@ -889,8 +890,8 @@ def test_file_listing_limit_is_clamped_between_1_and_1000(
         return real(batch_id, after, limit, outcome)
 
     monkeypatch.setattr(ledger, "list_files", spy)
-    assert len(views.list_files(deps, report.batch_id, limit=0)["items"]) == 1
-    views.list_files(deps, report.batch_id, limit=10**6)
+    assert len(views.list_files(deps, report.batch_id, limit=0, caller=ADMIN)["items"]) == 1
+    views.list_files(deps, report.batch_id, limit=10**6, caller=ADMIN)
     assert asked == [2, 1001]  # one more than the page, to know whether another page follows
 
 
@@ -901,7 +902,7 @@ def test_created_batch_ids_are_32_hex_unique_and_pending(deps: Deps) -> None:
     ids = [b["batchId"] for b in bodies]
     assert all(re.fullmatch(r"[0-9a-f]{32}", i) for i in ids) and len(set(ids)) == 20
     assert all(b["upload"]["fields"]["key"] == f"uploads/{b['batchId']}.zip" == b["key"] for b in bodies)
-    status = views.batch_status(deps, ids[0])
+    status = views.batch_status(deps, ids[0], caller=ADMIN)
     assert (status["status"], status["totalFiles"], status["percent"]) == ("PENDING", None, 0.0)
 
 
@@ -915,10 +916,10 @@ def test_a_batch_nobody_uploads_to_ends_failed_upload_expired_once_its_link_and_
     # WHEN it is polled while the upload link (plus grace for an upload in flight) is still good
     clock.advance(deps.settings.upload_url_expires_seconds + batches.UPLOAD_GRACE_SECONDS - 1)
     # THEN it is still waiting for its upload
-    assert views.batch_status(deps, batch_id)["status"] == "PENDING"
+    assert views.batch_status(deps, batch_id, caller=ADMIN)["status"] == "PENDING"
     # WHEN it is polled after that, live counters still there or expired
     clock.advance(2)
-    status = views.batch_status(deps, batch_id)
+    status = views.batch_status(deps, batch_id, caller=ADMIN)
     # THEN it has ended FAILED with a machine-readable reason, in Redis and in MySQL
     assert (status["status"], status["reason"]) == ("FAILED", "upload_expired")
     row = deps.ledger.get_batch(batch_id)
@@ -956,7 +957,7 @@ def test_a_linked_files_staged_copy_is_deleted_and_a_concurrent_delivery_that_fi
     # final object
     assert ledger.get_file(report.batch_id, 0) == linked
     assert ledger.pdf_url_of(user) is not None
-    status = views.batch_status(deps, report.batch_id)
+    status = views.batch_status(deps, report.batch_id, caller=ADMIN)
     assert (status["status"], status["processed"], status["linked"]) == ("COMPLETED", 2, 1)
 
 

@@ -41,6 +41,7 @@ from pdfbatch.model import (
 )
 from pdfbatch.ports import UserRow
 from pdfbatch.services import Deps, gc, processing, staging, views
+from pdfbatch.tenants import ADMIN
 
 SHA = "ab" * 32
 text_pdf = functools.cache(lambda *pages: pdfs.text_pdf(list(pages)))
@@ -196,7 +197,7 @@ def test_a_misconfigured_users_table_fails_each_file_once_without_retries(
     )
     # the PDF without an address needs no lookup, and the batch completes
     assert (rows["b.pdf"].outcome, rows["b.pdf"].reason) == ("skipped_no_match", "no_email")
-    assert views.batch_status(deps, report.batch_id)["status"] == "COMPLETED"
+    assert views.batch_status(deps, report.batch_id, caller=ADMIN)["status"] == "COMPLETED"
     # AND the log names the configuration problem, never the address
     out = capsys.readouterr().out
     lines = [json.loads(line) for line in out.splitlines() if line.strip() and "_aws" not in line]
@@ -248,7 +249,7 @@ def test_string_and_uuid_ids_are_linked_under_a_safe_key(
     )
     assert ledger.pdf_url_of(user_id) == f"s3://{BUCKET}/{row.final_key}"
     assert objects(deps, "pdfs/") == [row.final_key]
-    item = views.list_files(deps, batch)["items"][0]
+    item = views.list_files(deps, batch, caller=ADMIN)["items"][0]
     assert (item["userId"], item["usersNamed"]) == (user_id, None)
 
 
@@ -274,10 +275,10 @@ def test_two_users_on_the_deciding_page_are_ambiguous_and_nobody_is_linked(
     )
     assert ledger.pdf_url_of(recruiter) is None and ledger.pdf_url_of(candidate) is None
     assert objects(deps, "pdfs/") == []
-    item = views.list_files(deps, batch)["items"][0]
+    item = views.list_files(deps, batch, caller=ADMIN)["items"][0]
     assert (item["reason"], item["usersNamed"], item["userId"]) == ("ambiguous", 2, None)
     assert why(item) == f"{REASON_TEXT[Reason.AMBIGUOUS]} (2 users named)"
-    assert views.batch_status(deps, batch)["reasons"] == {"ambiguous": 1}
+    assert views.batch_status(deps, batch, caller=ADMIN)["reasons"] == {"ambiguous": 1}
 
 
 def test_one_address_on_two_rows_is_ambiguous_under_either_policy(deps: Deps, ledger: FakeLedger) -> None:

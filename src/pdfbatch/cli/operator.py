@@ -99,11 +99,12 @@ class LedgerWatch:
     ) -> dict[str, Any]:
         """Poll until COMPLETED or FAILED."""
         from pdfbatch import services
+        from pdfbatch.tenants import ADMIN  # the operator's own database credentials: every batch
 
         deadline = time.monotonic() + timeout
         while True:
             with _service_errors():
-                body = services.batch_status(self.deps, batch_id)
+                body = services.batch_status(self.deps, batch_id, caller=ADMIN)
             if on_update:
                 on_update(body)
             if body["status"] in ("COMPLETED", "FAILED"):

@@ -28,7 +28,7 @@ from pdfbatch.model import (
 from pdfbatch.ports import BatchRow, FileRow, LiveProgress
 from pdfbatch.services import batches, tally
 from pdfbatch.services.deps import Deps, iso
-from pdfbatch.tenants import ADMIN, Caller
+from pdfbatch.tenants import Caller
 
 _CURSOR = re.compile(r"[0-9]{1,18}")
 
@@ -46,7 +46,7 @@ def _visible(deps: Deps, batch_id: str, caller: Caller) -> None:
         raise NotFound("no such batch")
 
 
-def batch_status(deps: Deps, batch_id: str, caller: Caller = ADMIN) -> dict[str, Any]:
+def batch_status(deps: Deps, batch_id: str, *, caller: Caller) -> dict[str, Any]:
     """GET /batches/{id}: live counters from Redis, or the MySQL summary once the hash expired.
 
     A read may end a batch, through named calls only: one nobody uploaded to expires
@@ -237,7 +237,8 @@ def list_files(
     cursor: str | None = None,
     limit: int = 100,
     outcome: str | None = None,
-    caller: Caller = ADMIN,
+    *,
+    caller: Caller,
 ) -> dict[str, Any]:
     """GET /batches/{id}/files: per-file results in entry order, paginated by an opaque cursor."""
     batch = deps.ledger.get_batch(batch_id) if is_batch_id(batch_id) else None
@@ -285,7 +286,7 @@ def file_item(row: FileRow) -> dict[str, Any]:
     }
 
 
-def find_batches(deps: Deps, key: str, caller: Caller = ADMIN) -> dict[str, Any]:
+def find_batches(deps: Deps, key: str, *, caller: Caller) -> dict[str, Any]:
     """GET /batches?key=uploads/...: the batches created from an object dropped with the AWS CLI.
 
     A tenant finds only its own batches (the filter is in the query, so the newest 100 are its own).
