@@ -98,7 +98,7 @@ def _recorded_already(deps: Deps, task: FileTask, row: FileRow) -> FileRow:
     # Redelivery (or a crash after recording): make sure it is counted, change nothing else.
     tally.count(deps, row)
     if row.outcome == Outcome.LINKED:
-        _drop_staged_copy(deps, task)  # the delivery that linked it may have died before deleting it
+        drop_staged_copy(deps, task)  # the delivery that linked it may have died before deleting it
     logger.info("already recorded; redelivery counted once", extra={"outcome": row.outcome})
     return row
 
@@ -268,9 +268,9 @@ def record_link(
     deps: Deps, read: Read, key: str, drop: Callable[[Deps, FileTask], None] | None = None
 ) -> FileRow:
     """After the copy of ``read``'s PDF to ``key`` succeeded: link its user and record the outcome in one
-    transaction, count it, and drop its staged copy (``drop``, default ``_drop_staged_copy`` inline)."""
+    transaction, count it, and drop its staged copy (``drop``, default ``drop_staged_copy`` inline)."""
     try:
-        return _link(deps, read, key, drop or _drop_staged_copy)
+        return _link(deps, read, key, drop or drop_staged_copy)
     except UsersTableError as exc:
         # A table that refuses the statement: the copy stays for `pdfbatch gc` (the same key may be the
         # one this user already points at, from another batch).
@@ -332,7 +332,7 @@ def _link(deps: Deps, read: Read, key: str, drop: Callable[[Deps, FileTask], Non
     return _finish(deps, task, _already_linked(read), read.started)
 
 
-def _drop_staged_copy(deps: Deps, task: FileTask) -> None:
+def drop_staged_copy(deps: Deps, task: FileTask) -> None:
     """Delete a linked file's staged copy: the final object is the copy that counts, and a linked file is
     never run again (retry skips it, reopen refuses it), so one copy of a person's document fewer.
 
