@@ -80,7 +80,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `make bench`."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny corpora: checks the bench runs, not speed")
-    parser.add_argument("--sections", default="1,2,3,4,5,6,7,8,9,10", help="comma-separated section numbers")
+    parser.add_argument(
+        "--sections", default="1,2,3,4,5,6,7,8,9,10,11", help="comma-separated section numbers"
+    )
     parser.add_argument("--out", type=Path, default=None, help="where to write the table (markdown)")
     args = parser.parse_args(argv)
     sections = {s.strip() for s in args.sections.split(",") if s.strip()}
@@ -110,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             bench.notes.extend(coldstart.NOTES)
 
         bench.section("8 cold start", cold_start)
-    if sections & {"2", "3", "4", "5", "6", "7", "10"}:
+    if sections & {"2", "3", "4", "5", "6", "7", "10", "11"}:
         from bench import stack as st
 
         with st.Lease() as lease:
@@ -512,6 +514,15 @@ def _stack_sections(bench: Bench, stack: object, sections: set[str]) -> None:
         bench.section("4 unzip memory", mem)
     if "6" in sections:
         bench.section("6 cost", cost)
+    if "11" in sections:
+        from bench import latency
+
+        bench.section(
+            "11 latency hidden",
+            lambda: rows.extend(
+                latency.run(stack, sizes.resumes, sizes.manuals, sizes.manual_pages, bench.log)
+            ),
+        )
 
 
 if __name__ == "__main__":

@@ -165,6 +165,24 @@ class BenchStack:
         variables = dict(config.get("Environment", {}).get("Variables", {}))
         variables["PDFBATCH_BENCH_GENERATION"] = str(time.time_ns())
         lam.update_function_configuration(FunctionName=fn, Environment={"Variables": variables})
+        self._wait_active(fn)
+
+    def set_function_env(self, name: str, variables: dict[str, str | None]) -> None:
+        """Set (a value) or remove (None) variables of function ``name``'s environment; wait until the
+        update is active (its next invokes start new execution environments)."""
+        lam = self.client("lambda")
+        fn = self.function(name)
+        current = dict(
+            lam.get_function_configuration(FunctionName=fn).get("Environment", {}).get("Variables", {})
+        )
+        wanted = {k: v for k, v in {**current, **variables}.items() if v is not None}
+        if wanted == current:
+            return
+        lam.update_function_configuration(FunctionName=fn, Environment={"Variables": wanted})
+        self._wait_active(fn)
+
+    def _wait_active(self, fn: str) -> None:
+        lam = self.client("lambda")
         deadline = time.monotonic() + 60
         while True:
             c = lam.get_function_configuration(FunctionName=fn)

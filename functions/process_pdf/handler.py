@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from typing import Any
@@ -16,7 +17,7 @@ from pdfbatch.errors import InvalidInput
 from pdfbatch.logs import logger
 from pdfbatch.metrics import metrics, queue_age
 from pdfbatch.model import FileTask
-from pdfbatch.services import processing
+from pdfbatch.services import overlap, processing
 
 # Every record failing is still a partial response (all ids listed), not an invocation error: SQS
 # treats both alike, and the function's error metric then means a crash, not a bad batch.
@@ -27,11 +28,16 @@ class OutOfTime(Exception):
     """Too little of the invocation is left to start a file: its message goes back untried."""
 
 
-def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = None) -> None:
+def record_handler(
+    record: SQSRecord,
+    lambda_context: LambdaContext | None = None,
+    work: overlap.Invocation | None = None,
+) -> None:
     """Process one message; a failure is backed off, or on the last delivery recorded `failed`/`gave_up`.
 
     A message that arrives when less than one file budget (plus margin) of the invocation is left is
-    released at once, untried: no attempt counted, nothing for the timeout to kill half-way.
+    released at once, untried: no attempt counted, nothing for the timeout to kill half-way. ``work``:
+    the invocation's messages, whose S3 waits overlap (services/overlap.py); None, one file at a time.
     """
     deps = get_deps(per_file=True)
     try:
@@ -39,8 +45,11 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = Non
     except (InvalidInput, ValueError):
         logger.error("malformed work message dropped", extra={"message_id": record.message_id})
         return
-    if lambda_context is not None and not processing.has_time_for_a_file(
-        deps.settings, lambda_context.get_remaining_time_in_millis()
+    begun = work is not None and work.begun(record.message_id)  # read ahead: its time was checked then
+    if (
+        not begun
+        and lambda_context is not None
+        and not processing.has_time_for_a_file(deps.settings, lambda_context.get_remaining_time_in_millis())
     ):
         processing.release_unstarted(deps, record.receipt_handle)
         logger.info("too little time left for a file; message released", extra={"index": task.index})
@@ -50,7 +59,10 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = Non
     queue_age(time.time(), attrs.get("SentTimestamp"), attrs.get("ApproximateFirstReceiveTimestamp"))
     receive_count = int(record.attributes.approximate_receive_count or 1)
     try:
-        processing.process_file(deps, task)
+        if work is None:
+            processing.process_file(deps, task)
+        else:
+            work.process(deps, record.message_id, task)
     except Exception:
         # The message fails either way (SQS redelivers it, or moves it to the DLQ after the last try).
         processing.on_failed_attempt(deps, task, record.receipt_handle, receive_count)
@@ -63,6 +75,11 @@ def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = Non
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     """Entry point: Powertools reports the failed message ids as batchItemFailures."""
-    return process_partial_response(
-        event=event, record_handler=record_handler, processor=processor, context=context
-    )
+    remaining = context.get_remaining_time_in_millis if context is not None else None
+    with overlap.Invocation.of_records(event.get("Records") or [], remaining) as work:
+        return process_partial_response(
+            event=event,
+            record_handler=functools.partial(record_handler, work=work),
+            processor=processor,
+            context=context,
+        )

@@ -39,9 +39,14 @@ def boto3_client(
     if service == "s3":
         options.setdefault("signature_version", "s3v4")
     session: Any = boto3.session.Session()
-    return session.client(
+    client = session.client(
         service, region_name=settings.region, endpoint_url=endpoint, config=Config(**options)
     )
+    if settings.inject_latency:  # the bench's latency mode; one check per client built, none per call
+        from pdfbatch.adapters import latency
+
+        latency.install(client)
+    return client
 
 
 def build_deps(

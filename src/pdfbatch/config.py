@@ -105,6 +105,12 @@ class Settings:
     callback_retry_base_seconds: int = 30  # PDFBATCH_CALLBACK_RETRY_BASE_SECONDS: first backoff
     callback_retry_max_seconds: int = 3600  # PDFBATCH_CALLBACK_RETRY_MAX_SECONDS: backoff cap
     callback_timeout_seconds: float = 10.0  # PDFBATCH_CALLBACK_TIMEOUT_SECONDS: connect and read, per POST
+    # PDFBATCH_PROCESS_OVERLAP (default on): process_pdf overlaps a file's S3 waits with its neighbours'
+    # reading (services/overlap.py); off, each file of an invocation runs start to end before the next.
+    process_overlap: bool = True
+    # PDFBATCH_INJECT_LATENCY: the bench's AWS-typical latency on every S3 and SQS request the functions
+    # send (adapters/latency.py). Never set on AWS.
+    inject_latency: bool = False
     limits: Limits = field(default_factory=Limits)
     users: UsersTable = field(default_factory=UsersTable)
 
@@ -164,6 +170,8 @@ class Settings:
             callback_retry_base_seconds=_int(e, "PDFBATCH_CALLBACK_RETRY_BASE_SECONDS", 30),
             callback_retry_max_seconds=_int(e, "PDFBATCH_CALLBACK_RETRY_MAX_SECONDS", 3600),
             callback_timeout_seconds=_float(e, "PDFBATCH_CALLBACK_TIMEOUT_SECONDS", 10.0),
+            process_overlap=_bool(e, "PDFBATCH_PROCESS_OVERLAP", default=True),
+            inject_latency=_bool(e, "PDFBATCH_INJECT_LATENCY"),
             limits=limits,
             users=users,
         )
@@ -289,9 +297,11 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
-def _bool(env: Mapping[str, str], name: str) -> bool:
+def _bool(env: Mapping[str, str], name: str, default: bool = False) -> bool:
     raw = (env.get(name) or "").strip().lower()
-    if raw in ("", "0", "false", "no"):
+    if not raw:
+        return default
+    if raw in ("0", "false", "no"):
         return False
     if raw in ("1", "true", "yes"):
         return True

@@ -45,6 +45,17 @@ def process_file(deps: Deps, task: FileTask) -> FileRow | None:
     A PDF with no text layer on the pages read goes to the OCR lane when there is one
     (``hand_to_ocr``): no outcome is recorded here, ocr_pdf records it (``process_scan``).
     """
+    read = read_file(deps, task)
+    return conclude(deps, read) if isinstance(read, Read) else read
+
+
+def read_file(deps: Deps, task: FileTask, staged: Staged | None = None) -> Read | FileRow | None:
+    """process_file up to its link: open the ledger row, begin the attempt, read and decide the staged PDF.
+
+    Returns what ``conclude`` acts on (a ``Read``), or the row when the file needs nothing more (recorded
+    here or before, handed to the OCR lane), or None (no row, or recorded by a concurrent delivery).
+    ``staged`` gives the staged bytes (services/overlap.py passes a prefetch), default one S3 GET.
+    """
     row, done = _open(deps, task, Lane.TEXT)
     if done:
         return row
@@ -53,7 +64,7 @@ def process_file(deps: Deps, task: FileTask) -> FileRow | None:
         # Handed to the OCR lane by an earlier delivery, which may have died before its send: send it
         # again without reading it again (a duplicate in the OCR queue finds the outcome and stops).
         return hand_to_ocr(deps, task, row)
-    return _read_and_conclude(deps, task, row, _text_reader(deps), Lane.TEXT)
+    return _read(deps, task, row, _text_reader(deps), Lane.TEXT, staged)
 
 
 def process_scan(deps: Deps, task: FileTask, engine: Any) -> FileRow | None:
@@ -66,7 +77,8 @@ def process_scan(deps: Deps, task: FileTask, engine: Any) -> FileRow | None:
     if done:
         return row
     assert row is not None
-    return _read_and_conclude(deps, task, row, _ocr_reader(deps, engine), Lane.OCR)
+    read = _read(deps, task, row, _ocr_reader(deps, engine), Lane.OCR)
+    return conclude(deps, read) if isinstance(read, Read) else read
 
 
 def _open(deps: Deps, task: FileTask, lane: Lane) -> tuple[FileRow | None, bool]:
@@ -86,7 +98,7 @@ def _recorded_already(deps: Deps, task: FileTask, row: FileRow) -> FileRow:
     # Redelivery (or a crash after recording): make sure it is counted, change nothing else.
     tally.count(deps, row)
     if row.outcome == Outcome.LINKED:
-        _drop_staged_copy(deps, task)  # the delivery that linked it may have died before deleting it
+        drop_staged_copy(deps, task)  # the delivery that linked it may have died before deleting it
     logger.info("already recorded; redelivery counted once", extra={"outcome": row.outcome})
     return row
 
@@ -137,7 +149,27 @@ def _ocr_reader(deps: Deps, engine: Any) -> Reader:
     return read
 
 
-def _read_and_conclude(deps: Deps, task: FileTask, row: FileRow, read: Reader, lane: Lane) -> FileRow | None:
+@dataclass
+class Read:
+    """A file read and decided whose outcome is not recorded yet: what ``conclude`` links and records."""
+
+    task: FileTask
+    row: FileRow
+    attempt: int
+    verdict: Verdict
+    sha: str
+    timings: dict[str, float]
+    started: float  # time.monotonic() when its attempt began
+    lane: Lane
+
+
+# The staged PDF's bytes (raises NotFound when the staged copy is gone).
+Staged = Callable[[], bytes]
+
+
+def _read(
+    deps: Deps, task: FileTask, row: FileRow, read: Reader, lane: Lane, staged: Staged | None = None
+) -> Read | FileRow | None:
     started = time.monotonic()
     attempt = deps.ledger.begin_attempt(task.batch_id, task.index)
     if attempt == 0:  # recorded by a concurrent delivery since get_file: leave the row as it is
@@ -147,10 +179,10 @@ def _read_and_conclude(deps: Deps, task: FileTask, row: FileRow, read: Reader, l
 
     t = time.monotonic()
     try:
-        data = deps.store.get_bytes(task.bucket, task.staging_key)
+        data = staged() if staged is not None else deps.store.get_bytes(task.bucket, task.staging_key)
     except NotFound:
         return _finish(deps, task, FileResult(Outcome.FAILED, Reason.MISSING_OBJECT, source=lane), started)
-    timings["download"] = time.monotonic() - t
+    timings["download"] = time.monotonic() - t  # with a prefetch: only what this file still waited
     sha = hashlib.sha256(data).hexdigest()
     try:
         t = time.monotonic()
@@ -163,64 +195,102 @@ def _read_and_conclude(deps: Deps, task: FileTask, row: FileRow, read: Reader, l
         timings.update(read_timings)
         if lane == Lane.TEXT and verdict.reason == Reason.NO_TEXT_LAYER and deps.ocr_queue is not None:
             return hand_to_ocr(deps, task, row)
-        return _conclude(deps, task, row, attempt, verdict, sha, timings, started, lane)
+        return Read(task, row, attempt, verdict, sha, timings, started, lane)
     except UsersTableError as exc:
-        logger.error(
-            "the users table cannot be queried as configured; file failed without retries",
-            extra={
-                "problem": exc.problem,
-                "mysql_errno": exc.errno,
-                "users_table": deps.settings.users.table,
-            },
-        )
-        result = FileResult(Outcome.FAILED, Reason.USERS_TABLE_ERROR, sha256=sha, detail=timings, source=lane)
-        return _finish(deps, task, result, started)
+        return _users_table_failed(deps, task, exc, sha, timings, started, lane)
 
 
-def _conclude(  # noqa: PLR0917 - the one shared tail of both lanes' reading
+def _users_table_failed(  # noqa: PLR0917
     deps: Deps,
     task: FileTask,
-    row: FileRow,
-    attempt: int,
-    verdict: Verdict,
+    exc: UsersTableError,
     sha: str,
     timings: dict[str, float],
     started: float,
     lane: Lane,
 ) -> FileRow:
-    """Link, record and count what a lane read: the one path text PDFs and scans share."""
-    user = verdict.user
-    if user is None:
-        return _finish(deps, task, unlinked_result(verdict, sha, timings, lane), started)
-    if user.pdf_url:
-        # (An earlier delivery may have copied and died before linking: that copy stays for `pdfbatch gc`.)
-        result = FileResult(
-            Outcome.SKIPPED_ALREADY_EXISTS,
-            Reason.ALREADY_LINKED,
-            user_id=user.id,
-            sha256=sha,
-            detail=timings,
-            source=lane,
-        )
-        return _finish(deps, task, result, started)
+    logger.error(
+        "the users table cannot be queried as configured; file failed without retries",
+        extra={
+            "problem": exc.problem,
+            "mysql_errno": exc.errno,
+            "users_table": deps.settings.users.table,
+        },
+    )
+    result = FileResult(Outcome.FAILED, Reason.USERS_TABLE_ERROR, sha256=sha, detail=timings, source=lane)
+    return _finish(deps, task, result, started)
 
-    key = final_key(user.id, sha)
-    url = deps.settings.pdf_url(key)
+
+def conclude(deps: Deps, read: Read) -> FileRow:
+    """Link, record and count what a lane read: the one path text PDFs and scans share.
+
+    The copy to the final key comes before the link: nothing is linked whose object is not there.
+    """
+    key = link_target(deps, read)
+    if isinstance(key, FileRow):
+        return key
     t = time.monotonic()
-    deps.store.copy(task.bucket, task.staging_key, key)
-    timings["copy"] = time.monotonic() - t
+    deps.store.copy(read.task.bucket, read.task.staging_key, key)
+    read.timings["copy"] = time.monotonic() - t
+    return record_link(deps, read, key)
+
+
+def link_target(deps: Deps, read: Read, linked: Mapping[Any, str] | None = None) -> str | FileRow:
+    """The final key to copy ``read``'s PDF to before linking it, or the row when nothing is to be linked
+    (recorded and counted here: it names nobody, or its user has a PDF already).
+
+    ``linked``: users this process linked since ``read``'s users were looked up (id -> pdf_url), so a
+    lookup made before that link is read as the link made it (services/overlap.py).
+    """
+    user = read.verdict.user
+    if user is None:
+        result = unlinked_result(read.verdict, read.sha, read.timings, read.lane)
+        return _finish(deps, read.task, result, read.started)
+    if user.pdf_url or (linked is not None and user.id in linked):
+        # (An earlier delivery may have copied and died before linking: that copy stays for `pdfbatch gc`.)
+        return _finish(deps, read.task, _already_linked(read), read.started)
+    return final_key(user.id, read.sha)
+
+
+def _already_linked(read: Read) -> FileResult:
+    assert read.verdict.user is not None
+    return FileResult(
+        Outcome.SKIPPED_ALREADY_EXISTS,
+        Reason.ALREADY_LINKED,
+        user_id=read.verdict.user.id,
+        sha256=read.sha,
+        detail=read.timings,
+        source=read.lane,
+    )
+
+
+def record_link(
+    deps: Deps, read: Read, key: str, drop: Callable[[Deps, FileTask], None] | None = None
+) -> FileRow:
+    """After the copy of ``read``'s PDF to ``key`` succeeded: link its user and record the outcome in one
+    transaction, count it, and drop its staged copy (``drop``, default ``drop_staged_copy`` inline)."""
+    try:
+        return _link(deps, read, key, drop or drop_staged_copy)
+    except UsersTableError as exc:
+        # A table that refuses the statement: the copy stays for `pdfbatch gc` (the same key may be the
+        # one this user already points at, from another batch).
+        return _users_table_failed(deps, read.task, exc, read.sha, read.timings, read.started, read.lane)
+
+
+def _link(deps: Deps, read: Read, key: str, drop: Callable[[Deps, FileTask], None]) -> FileRow:
+    task, row, timings, lane, user = read.task, read.row, read.timings, read.lane, read.verdict.user
+    assert user is not None
+    url = deps.settings.pdf_url(key)
     t = time.monotonic()
     linked = FileResult(
         Outcome.LINKED,
         Reason.MATCHED,
         user_id=user.id,
         final_key=key,
-        sha256=sha,
+        sha256=read.sha,
         detail=timings,
         source=lane,
     )
-    # A table that refuses the statement raises UsersTableError: the copy stays for `pdfbatch gc`
-    # (the same key may be the one this user already points at, from another batch).
     won = deps.ledger.link(task.batch_id, task.index, user.id, url, linked)
     timings["update"] = time.monotonic() - t
     if won:
@@ -232,26 +302,26 @@ def _conclude(  # noqa: PLR0917 - the one shared tail of both lanes' reading
             reason=str(linked.reason),
             user_id=user.id,
             final_key=key,
-            sha256=sha,
-            attempts=attempt,
+            sha256=read.sha,
+            attempts=read.attempt,
             finished_at=deps.clock(),
             timings=dict(timings),
             source=row.source or str(lane),
         )
-        timings["total"] = time.monotonic() - started
+        timings["total"] = time.monotonic() - read.started
         _store_timings(deps, stored, timings)
         t = time.monotonic()
         tally.count(deps, stored)
         timings["count"] = time.monotonic() - t
         metrics.file_recorded(stored.outcome or "", stored.reason or "", timings, lane=lane)
-        _drop_staged_copy(deps, task)
+        drop(deps, task)
         logger.info(
             "file processed",
             extra={
                 "outcome": stored.outcome,
                 "reason": stored.reason,
                 "lane": str(lane),
-                "attempt": attempt,
+                "attempt": read.attempt,
                 "timings_ms": _ms(timings),
             },
         )
@@ -259,18 +329,10 @@ def _conclude(  # noqa: PLR0917 - the one shared tail of both lanes' reading
     # Someone else linked this user (another file, or another delivery of this one), or recorded this
     # file. Our copy is left where it is: the same PDF in another batch has the same key, and that
     # batch may be about to link it. Copies nobody points at are swept by `pdfbatch gc` (services/gc).
-    result = FileResult(
-        Outcome.SKIPPED_ALREADY_EXISTS,
-        Reason.ALREADY_LINKED,
-        user_id=user.id,
-        sha256=sha,
-        detail=timings,
-        source=lane,
-    )
-    return _finish(deps, task, result, started)
+    return _finish(deps, task, _already_linked(read), read.started)
 
 
-def _drop_staged_copy(deps: Deps, task: FileTask) -> None:
+def drop_staged_copy(deps: Deps, task: FileTask) -> None:
     """Delete a linked file's staged copy: the final object is the copy that counts, and a linked file is
     never run again (retry skips it, reopen refuses it), so one copy of a person's document fewer.
 
