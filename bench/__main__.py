@@ -397,6 +397,7 @@ def _stack_sections(bench: Bench, stack: object, sections: set[str]) -> None:
 
         most = sizes.scale[1]
         rows.extend(unzip_rate.alone(stack, corpora.scale_zip(most)[0], most, unzip_rate.worker_counts()))
+        notes.append(unzip_rate.NOTE)
         rates = []
         for n in sizes.scale:
             path, users = corpora.scale_zip(n)
