@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fixtures.pdfs import text_pdf
-from fixtures.pipeline import assert_counters_match_ledger, drain, fake_deps, upload
+from fixtures.pipeline import assert_counters_match_ledger, drain, fake_deps, process_all, receive_all, upload
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch.adapters.sqs import SqsQueue
 from pdfbatch.errors import DependencyUnavailable
@@ -262,3 +262,34 @@ def test_entries_read_and_not_yet_staged_are_bounded_by_count_and_bytes(
     # THEN all were staged, with never more read ahead than twice the workers, nor than the byte cap
     assert report.staged == 60
     assert 1 <= counts["peak"] <= min(2 * workers, cap_entries)
+
+
+def test_a_rerun_while_workers_count_never_drops_a_count(moto_aws: None) -> None:
+    # GIVEN an unzip that sent every message and died before marking the batch unpacked
+    deps = fake_deps("staging-rerun-race")
+    up = upload(deps, make_zip([(f"{i}.pdf", _pdf(i)) for i in range(3)]))
+
+    class DiesAtTheEnd(Dying):
+        def mark_unpacked(self, batch_id: str) -> None:
+            raise DependencyUnavailable("mysql", "injected")
+
+    with pytest.raises(DependencyUnavailable):
+        staging.stage_zip(replace(deps, ledger=DiesAtTheEnd(deps.ledger, HEALTHY)), up)
+    messages = receive_all(deps)
+    assert len(messages) == 3
+
+    # WHEN S3 retries it, and a worker records and counts a file just after the retry read the ledger
+    class WorkerInBetween(Dying):
+        def done_files(self, batch_id: str) -> Any:
+            snapshot = self.inner.done_files(batch_id)
+            if messages:
+                process_all(deps, [messages.pop()])
+            return snapshot
+
+    staging.stage_zip(replace(deps, ledger=WorkerInBetween(deps.ledger, HEALTHY)), up)
+    process_all(deps, messages)
+    drain(deps)  # what the retry sent again
+    # THEN every file is counted once and the batch completes
+    report = staging.stage_zip(deps, up)  # a duplicate notification: finds the batch, changes nothing
+    status = assert_counters_match_ledger(deps, report.batch_id)
+    assert (status["status"], status["processed"]) == ("COMPLETED", 3)

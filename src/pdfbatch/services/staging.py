@@ -18,6 +18,7 @@ from pdfbatch.logs import logger
 from pdfbatch.model import (
     FINAL_STATUSES,
     IGNORED,
+    UNSTAGED_REASONS,
     BatchReason,
     BatchStatus,
     FileResult,
@@ -154,10 +155,16 @@ def _register(
     """Record the batch's totals and every entry before any message is sent (no worker can finish a
     half-unpacked batch); on a re-run, first re-sync the live counters with the ledger."""
     if rerun:
+        # Rebuilt from the ledger only if they expired: never replaced while live, because workers may be
+        # counting this batch's files right now (the run before sent their messages), and a snapshot of
+        # the ledger written over the counters would drop every file counted between its read and write.
+        tally.restore_if_expired(deps, batch_id)
         # The run before may have recorded an entry it refused (too large, damaged, ...) and died before
         # counting it (Redis down): nothing else would ever count it, since its message is never sent.
-        # Re-synced from one read of the ledger, which the workers write before they count.
-        tally.rebuild_progress(deps, batch_id, replace=True)
+        # Counting is set-guarded, so an entry counted already is not counted again.
+        for done in deps.ledger.done_files(batch_id):
+            if done.reason in UNSTAGED_REASONS and (row := deps.ledger.get_file(batch_id, done.index)):
+                tally.count(deps, row)
     deps.progress.init_batch(
         batch_id, BatchStatus.PROCESSING, plan.total_files, deps.clock(), ignored=len(plan.ignored)
     )
