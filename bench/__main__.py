@@ -395,6 +395,11 @@ def _stack_sections(bench: Bench, stack: object, sections: set[str]) -> None:
         )
 
     def scale() -> None:
+        from bench import unzip_rate
+
+        most = sizes.scale[1]
+        rows.extend(unzip_rate.alone(stack, corpora.scale_zip(most)[0], most, unzip_rate.worker_counts()))
+        notes.append(unzip_rate.NOTE)
         rates = []
         for n in sizes.scale:
             path, users = corpora.scale_zip(n)
@@ -402,6 +407,8 @@ def _stack_sections(bench: Bench, stack: object, sections: set[str]) -> None:
             run = pipeline.run_batch(stack, path, n, timeout=1200)
             rates.append(run.rate)
             marks = pipeline.phases(stack, run)
+            if n == most:
+                rows.append(unzip_rate.while_processing(stack, run.batch_id, run.since_ms, n))
             rows.append(
                 Row(
                     "3",

@@ -89,7 +89,7 @@ class Settings:
     upload_max_bytes: int = 5 * 1024**3  # PDFBATCH_UPLOAD_MAX_BYTES (presigned POST policy)
     upload_url_expires_seconds: int = 3600  # PDFBATCH_UPLOAD_URL_EXPIRES_SECONDS
     max_receive_count: int = 5  # PDFBATCH_MAX_RECEIVE_COUNT: the queue's redrive maxReceiveCount
-    stage_workers: int = 8  # PDFBATCH_STAGE_WORKERS: parallel staging uploads in unzip
+    stage_workers: int = 32  # PDFBATCH_STAGE_WORKERS: parallel staging PUTs in unzip (1: sequential)
     pdf_url_prefix: str = "s3://"  # PDFBATCH_PDF_URL_PREFIX: users.pdf_url = prefix + bucket/key
     retry_base_seconds: int = 30  # PDFBATCH_RETRY_BASE_SECONDS: first backoff of a failed work message
     retry_max_seconds: int = 900  # PDFBATCH_RETRY_MAX_SECONDS: backoff cap (doubling from the base)
@@ -152,7 +152,7 @@ class Settings:
             upload_max_bytes=_int(e, "PDFBATCH_UPLOAD_MAX_BYTES", 5 * 1024**3),
             upload_url_expires_seconds=_int(e, "PDFBATCH_UPLOAD_URL_EXPIRES_SECONDS", 3600),
             max_receive_count=_int(e, "PDFBATCH_MAX_RECEIVE_COUNT", 5),
-            stage_workers=_int(e, "PDFBATCH_STAGE_WORKERS", 8),
+            stage_workers=_int(e, "PDFBATCH_STAGE_WORKERS", 32),
             pdf_url_prefix=e.get("PDFBATCH_PDF_URL_PREFIX", "s3://"),
             retry_base_seconds=_int(e, "PDFBATCH_RETRY_BASE_SECONDS", 30),
             retry_max_seconds=_int(e, "PDFBATCH_RETRY_MAX_SECONDS", 900),

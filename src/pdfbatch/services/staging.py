@@ -18,6 +18,7 @@ from pdfbatch.logs import logger
 from pdfbatch.model import (
     FINAL_STATUSES,
     IGNORED,
+    UNSTAGED_REASONS,
     BatchReason,
     BatchStatus,
     FileResult,
@@ -33,6 +34,8 @@ from pdfbatch.services.deps import Deps
 
 # Staging uploads in flight are capped by bytes too, so memory stays flat whatever the entry sizes.
 STAGE_INFLIGHT_BYTES = 32 * 1024 * 1024
+# SendMessageBatch calls in flight: one per ten PUTs, so a few keep up with any number of PUT workers.
+SEND_WORKERS = 4
 
 
 @dataclass
@@ -92,6 +95,7 @@ def stage_zip(deps: Deps, upload: Upload) -> StageReport:
     )
     report.seconds["inspect"] = time.monotonic() - t0
     _register(deps, batch_id, plan, rerun=batch.total_files is not None, version=upload.version_id)
+    report.seconds["register"] = time.monotonic() - t0 - report.seconds["inspect"]
     done = set(deps.ledger.done_indices(batch_id))
     report.skipped_done = len(done)
     with opened:
@@ -151,10 +155,16 @@ def _register(
     """Record the batch's totals and every entry before any message is sent (no worker can finish a
     half-unpacked batch); on a re-run, first re-sync the live counters with the ledger."""
     if rerun:
+        # Rebuilt from the ledger only if they expired: never replaced while live, because workers may be
+        # counting this batch's files right now (the run before sent their messages), and a snapshot of
+        # the ledger written over the counters would drop every file counted between its read and write.
+        tally.restore_if_expired(deps, batch_id)
         # The run before may have recorded an entry it refused (too large, damaged, ...) and died before
         # counting it (Redis down): nothing else would ever count it, since its message is never sent.
-        # Re-synced from one read of the ledger, which the workers write before they count.
-        tally.rebuild_progress(deps, batch_id, replace=True)
+        # Counting is set-guarded, so an entry counted already is not counted again.
+        for done in deps.ledger.done_files(batch_id):
+            if done.reason in UNSTAGED_REASONS and (row := deps.ledger.get_file(batch_id, done.index)):
+                tally.count(deps, row)
     deps.progress.init_batch(
         batch_id, BatchStatus.PROCESSING, plan.total_files, deps.clock(), ignored=len(plan.ignored)
     )
@@ -206,62 +216,113 @@ def _fail_unread(deps: Deps, batch_id: str, indices: list[int]) -> int:
 
 
 class _Stager:
-    """Parallel staging uploads with bounded bytes in flight; messages go out ten at a time."""
+    """Staging, pipelined: the caller inflates entries one at a time and hands each over; ``workers``
+    threads PUT them, and each staged entry joins the next message of ten, which goes out on a small
+    pool of its own, so a PUT slot never waits on SQS and reading, PUTs and sends all overlap.
+
+    Bounded: at most ``2 x workers`` entries and ``STAGE_INFLIGHT_BYTES`` (or one entry, if larger)
+    are read and not yet staged, whatever the ZIP. Only S3 and SQS calls run on the pools (boto3
+    clients are thread-safe); every SQL statement stays on the caller's thread, and every entry's ledger
+    row was written before the stager exists. A message goes out only after its object is staged.
+
+    The first error stops new work; ``__exit__`` waits for what is in flight and raises it, so the
+    batch is not marked unpacked and S3's retry re-stages and re-sends every entry without an outcome
+    (the same keys, the same messages: idempotent). ``workers`` 1 is the sequential path, with no
+    threads: read, PUT, and send every tenth (what a one-thread pool amounted to, kept as the baseline).
+    """
 
     def __init__(self, deps: Deps, batch_id: str, bucket: str) -> None:
         if deps.queue is None:
             raise InvalidInput("unzip needs a work queue (PDFBATCH_QUEUE_URL)")
-        self.deps = deps
+        self.store = deps.store
         self.queue = deps.queue
         self.batch_id = batch_id
         self.bucket = bucket
-        self.pool = ThreadPoolExecutor(max_workers=max(1, deps.settings.stage_workers))
+        self.workers = max(1, deps.settings.stage_workers)
+        self.max_entries = 2 * self.workers
+        self.puts: ThreadPoolExecutor | None = None
+        self.sends: ThreadPoolExecutor | None = None
+        if self.workers > 1:
+            self.puts = ThreadPoolExecutor(self.workers, thread_name_prefix="stage-put")
+            self.sends = ThreadPoolExecutor(SEND_WORKERS, thread_name_prefix="stage-send")
         self.cond = threading.Condition()
-        self.inflight = 0
-        self.ready: list[FileTask] = []
-        self.futures: list[Future[None]] = []
+        self.inflight_bytes = 0
+        self.inflight = 0  # entries handed over and not yet staged (or failed)
+        self.ready: list[FileTask] = []  # staged, not yet in a message
         self.error: BaseException | None = None
 
     def __enter__(self) -> _Stager:
         return self
 
     def submit(self, index: int, data: bytes) -> None:
-        """Queue one staging upload, waiting while too many bytes are in flight."""
+        """Stage one entry (on the pool, waiting while too much is in flight); raise the first error."""
+        if self.puts is None:
+            self._stage(index, data)
+            return
         size = len(data)
         with self.cond:
-            while self.inflight > 0 and self.inflight + size > STAGE_INFLIGHT_BYTES and self.error is None:
+            while (
+                self.error is None
+                and self.inflight > 0
+                and (self.inflight >= self.max_entries or self.inflight_bytes + size > STAGE_INFLIGHT_BYTES)
+            ):
                 self.cond.wait()
             if self.error is not None:
                 raise self.error
-            self.inflight += size
-        self.futures.append(self.pool.submit(self._put, index, data))
+            self.inflight += 1
+            self.inflight_bytes += size
+        self.puts.submit(self._put, index, data)
 
     def _put(self, index: int, data: bytes) -> None:
-        key = staging_key(self.batch_id, index)
         try:
-            self.deps.store.put_bytes(self.bucket, key, data, "application/pdf")
-            task = FileTask(self.batch_id, index, key, self.bucket)
-            batch: list[FileTask] = []
-            with self.cond:
-                self.ready.append(task)
-                if len(self.ready) >= 10:
-                    batch, self.ready = self.ready[:10], self.ready[10:]
-            if batch:
-                self.queue.send_tasks(batch)
+            if self.error is None:  # after a failure, nothing new is staged (the retry will)
+                self._stage(index, data)
         except BaseException as exc:
-            with self.cond:
-                self.error = self.error or exc
-            raise
+            self._fail(exc)
+            raise  # into the future nobody reads: _fail keeps it for submit and __exit__
         finally:
             with self.cond:
-                self.inflight -= len(data)
+                self.inflight -= 1
+                self.inflight_bytes -= len(data)
                 self.cond.notify_all()
 
+    def _stage(self, index: int, data: bytes) -> None:
+        """PUT one entry; once ten are staged, send them (on the send pool, or here when sequential)."""
+        key = staging_key(self.batch_id, index)
+        self.store.put_bytes(self.bucket, key, data, "application/pdf")
+        ten: list[FileTask] = []
+        with self.cond:
+            self.ready.append(FileTask(self.batch_id, index, key, self.bucket))
+            if len(self.ready) >= 10:
+                ten, self.ready = self.ready[:10], self.ready[10:]
+        if ten:
+            self._send(ten)
+
+    def _send(self, tasks: list[FileTask]) -> None:
+        if self.sends is None:
+            self.queue.send_tasks(tasks)
+            return
+        future = self.sends.submit(self.queue.send_tasks, tasks)
+        future.add_done_callback(self._sent)
+
+    def _sent(self, future: Future[None]) -> None:
+        exc = future.exception()
+        if exc is not None:
+            self._fail(exc)
+
+    def _fail(self, exc: BaseException) -> None:
+        with self.cond:
+            self.error = self.error or exc
+            self.cond.notify_all()
+
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        self.pool.shutdown(wait=True)
-        if exc is None and self.error is None:
-            if self.ready:
-                self.queue.send_tasks(self.ready)
-                self.ready = []
+        if self.puts is not None:
+            self.puts.shutdown(wait=True)
+        if exc is None and self.error is None and self.ready:
+            rest, self.ready = self.ready, []
+            for start in range(0, len(rest), 10):
+                self._send(rest[start : start + 10])
+        if self.sends is not None:
+            self.sends.shutdown(wait=True)
         if exc is None and self.error is not None:
             raise self.error
