@@ -206,7 +206,19 @@ def closing_notes(rows: Sequence[Row]) -> list[str]:
         "gets ~0.6 vCPU, so billed GB-s per PDF would be of the same order. Status polls, S3, SQS and "
         "CloudWatch Logs are not included.",
     ]
-    return notes
+    # A run prints the notes of the sections it measured (each note starts with its subject).
+    explains = {
+        "Corpus": {"1", "2"},
+        "Extraction": {"1"},
+        "End to end": {"2"},
+        "Scale": {"3"},
+        "Tried while tuning": {"2"},
+        "Status": {"5"},
+        "Memory": {"4"},
+        "Cost": {"6"},
+    }
+    measured = {r.section for r in rows}
+    return [n for n in notes if measured & next((v for k, v in explains.items() if n.startswith(k)), measured)]
 
 
 def corpora_fonts() -> str:
