@@ -218,7 +218,8 @@ def closing_notes(rows: Sequence[Row]) -> list[str]:
         "Cost": {"6"},
     }
     measured = {r.section for r in rows}
-    return [n for n in notes if measured & next((v for k, v in explains.items() if n.startswith(k)), measured)]
+    subject = {n: next((v for k, v in explains.items() if n.startswith(k)), measured) for n in notes}
+    return [n for n in notes if measured & subject[n]]
 
 
 def corpora_fonts() -> str:
