@@ -54,6 +54,7 @@ START_TIMEOUT = 90.0
 # Names shared with the executor plugin (infra/localstack/executor): it reads these from its environment.
 LAMBDA_PYTHON_ENV = "PDFBATCH_LAMBDA_PYTHON"
 HOME_ENV = "PDFBATCH_LOCALSTACK_HOME"
+UNTRIMMED_ENV = "PDFBATCH_LOCALSTACK_UNTRIMMED"  # bench only: LocalStack as it comes (see _spawn)
 _STAMP = ".pdfbatch-stamp"
 _AUTO_STOP = "auto-stop"  # present while LocalStack was started by a lease holder (see release())
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # the endpoint is always local
@@ -451,7 +452,8 @@ def _spawn(layout: Layout, endpoint: str) -> int:
             # request (through its HTTP gateway, into sqlite) for every message sent, received and deleted.
             # A py-spy profile of a 320-PDF batch found that behind ~45% of LocalStack's CPU. Nothing local
             # reads those metrics (on AWS, SQS publishes them itself), so the local stack does without.
-            "SQS_DISABLE_CLOUDWATCH_METRICS": "1",
+            # PDFBATCH_LOCALSTACK_UNTRIMMED=1 keeps them and Twisted's parse (bench/localstack_trims.py).
+            "SQS_DISABLE_CLOUDWATCH_METRICS": "0" if os.environ.get(UNTRIMMED_ENV) else "1",
             # LocalStack guesses it runs in a container when /.dockerenv exists (as on CI machines), then
             # writes to /var/lib/localstack; pin host mode so every machine uses the folders below.
             "OVERRIDE_IN_DOCKER": "0",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from localstack.services.lambda_.invocation.plugins import RuntimeExecutorPlugin
@@ -20,5 +21,6 @@ class LocalRuntimeExecutorPlugin(RuntimeExecutorPlugin):
         from pdfbatch_localstack_executor.executor import LocalRuntimeExecutor
 
         sqs_concurrency.apply()
-        form_parsing.apply()
+        if not os.environ.get("PDFBATCH_LOCALSTACK_UNTRIMMED"):  # the bench's "as it comes" side
+            form_parsing.apply()
         return LocalRuntimeExecutor
