@@ -100,6 +100,15 @@ def expected_rows(ledger: list[tuple[int, str, str, str]]) -> list[list[str]]:
     ]
 
 
+def one_pdf_zip(folder: Path) -> Path:
+    """A ZIP of one PDF that names nobody (for tests where nothing should be uploaded)."""
+    corpus = samples.Corpus()
+    corpus.add("one.pdf", samples.text_pdf([["nothing"]]))
+    path = folder / "one.zip"
+    corpus.write_zip(path)
+    return path
+
+
 def test_a_zip_uploaded_through_the_page_ends_in_the_table_of_files_not_linked(
     stack: dict[str, Any], browser: Any, tmp_path: Path
 ) -> None:
@@ -184,10 +193,7 @@ def test_a_zip_uploaded_through_the_page_ends_in_the_table_of_files_not_linked(
 def test_a_wrong_key_is_refused_in_words_and_nothing_is_uploaded(
     stack: dict[str, Any], browser: Any, tmp_path: Path
 ) -> None:
-    corpus = samples.Corpus()
-    corpus.add("one.pdf", samples.text_pdf([["nothing"]]))
-    zip_path = tmp_path / "one.zip"
-    corpus.write_zip(zip_path)
+    zip_path = one_pdf_zip(tmp_path)
     with stack["db"].cursor() as cur:
         cur.execute("SELECT COUNT(*) FROM pdfbatch_batches")
         before = cur.fetchone()[0]
@@ -270,10 +276,7 @@ def test_a_callback_url_entered_on_the_page_gets_the_summary_and_the_page_says_s
 def test_a_refused_callback_url_is_explained_and_nothing_is_created(
     stack: dict[str, Any], browser: Any, tmp_path: Path
 ) -> None:
-    corpus = samples.Corpus()
-    corpus.add("one.pdf", samples.text_pdf([["nothing"]]))
-    zip_path = tmp_path / "one.zip"
-    corpus.write_zip(zip_path)
+    zip_path = one_pdf_zip(tmp_path)
     refused_url = "http://169.254.169.254/latest/meta-data/"
     with pytest.raises(ApiError) as refused:  # what the API says about it, asked directly
         stack["api"].request("POST", "/batches", body={"callbackUrl": refused_url})
