@@ -159,13 +159,16 @@ def create_batch(deps: Deps, caller: Caller = ADMIN, callback_url: str | None = 
     batch_id = new_batch_id()
     key = upload_key(batch_id)
     now = deps.clock()
-    deps.ledger.create_batch(batch_id, s.bucket, key, "api", BatchStatus.PENDING, caller.tenant)
+    # The batch row is the last write: a POST that fails before it (503, its client tries again with a
+    # new id) leaves no PENDING batch nobody knows. What it may leave, a callback row and a live hash
+    # under an id nobody has, is never read (reads start at the batch row) and the hash expires.
     if callback_url is not None:
         callbacks.register(deps, batch_id, callback_url)
     else:
         _keep_default_callback(deps, batch_id, caller.tenant)
     deps.progress.init_batch(batch_id, BatchStatus.PENDING, None, now)
     upload = deps.store.presigned_post(s.bucket, key, s.upload_max_bytes, s.upload_url_expires_seconds)
+    deps.ledger.create_batch(batch_id, s.bucket, key, "api", BatchStatus.PENDING, caller.tenant)
     logger.info("batch created", extra={"batch_id": batch_id})
     return {
         "batchId": batch_id,
