@@ -25,7 +25,7 @@ from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch.adapters.sqs import SqsQueue
 from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.model import FileTask, staging_key
-from pdfbatch.services import Deps, staging
+from pdfbatch.services import Deps, staging, tally
 
 _SERIAL = itertools.count()
 
@@ -293,3 +293,36 @@ def test_a_rerun_while_workers_count_never_drops_a_count(moto_aws: None) -> None
     report = staging.stage_zip(deps, up)  # a duplicate notification: finds the batch, changes nothing
     status = assert_counters_match_ledger(deps, report.batch_id)
     assert (status["status"], status["processed"]) == ("COMPLETED", 3)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(files=st.integers(1, 6), data=st.data())
+def test_counters_replaced_from_the_ledger_keep_every_count_made_between_the_read_and_the_write(
+    moto_aws: None, files: int, data: st.DataObject
+) -> None:
+    # GIVEN a batch of staged files, some processed (drawn)
+    deps = fake_deps(f"replace-race-{uuid.uuid4().hex[:8]}")
+    report = staging.stage_zip(deps, upload(deps, make_zip([(f"{i}.pdf", _pdf(i)) for i in range(files)])))
+    messages = receive_all(deps)
+    before = data.draw(st.integers(0, files - 1), label="processed before")
+    during = data.draw(st.integers(0, files - before), label="processed between the read and the write")
+    process_all(deps, [messages.pop() for _ in range(before)])
+
+    # WHEN the counters are replaced from the ledger (a completion that found them drifted, an expired
+    # batch revived) while workers record and count files just after the ledger was read
+    class WorkersInBetween(Dying):
+        reads = 0
+
+        def done_files(self, batch_id: str) -> Any:
+            snapshot = self.inner.done_files(batch_id)
+            self.reads += 1
+            if self.reads == 1:
+                process_all(deps, [messages.pop() for _ in range(during)])
+            return snapshot
+
+    racing = replace(deps, ledger=WorkersInBetween(deps.ledger, HEALTHY))
+    tally.rebuild_progress(racing, report.batch_id, replace=True)
+    process_all(deps, messages)
+    # THEN those counts survived: every file is counted once and the batch completes
+    status = assert_counters_match_ledger(deps, report.batch_id)
+    assert (status["status"], status["processed"]) == ("COMPLETED", files)

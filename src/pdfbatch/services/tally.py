@@ -110,8 +110,16 @@ def rebuild_progress(deps: Deps, batch_id: str, replace: bool = False) -> None:
         rebuilt_at=now,
         later_uploads=later_uploads(deps, batch_id),
     )
-    rebuilt = deps.progress.rebuild(batch_id, live, [f.index for f in done], replace=replace)
+    indices = {f.index for f in done}
+    rebuilt = deps.progress.rebuild(batch_id, live, sorted(indices), replace=replace)
     logger.warning("progress rebuilt from the ledger", extra={"rebuilt": rebuilt})
+    if replace:
+        # A worker may have recorded and counted a file between the read above and the write over the
+        # live counters: the write dropped that count. Read the ledger again and count what it holds
+        # beyond the first read (set-guarded); a file recorded after this read counts itself after it.
+        for late in deps.ledger.done_files(batch_id):
+            if late.index not in indices and (row := deps.ledger.get_file(batch_id, late.index)):
+                count(deps, row)
 
 
 def later_uploads(deps: Deps, batch_id: str) -> tuple[str, ...]:
