@@ -225,6 +225,14 @@ class FakeLedger:
                     batch_id, status=status, counts=stored, reason=reason, completed_at=now, updated_at=now
                 )
 
+    def unsettled_batches(self, created_after: float, limit: int) -> list[BatchRow]:
+        """Batches created after ``created_after`` with no announcement yet, oldest first."""
+        with self._lock:
+            rows = [
+                b for b in self.batches.values() if b.announced_at is None and b.created_at > created_after
+            ]
+        return sorted(rows, key=lambda b: (b.created_at, b.batch_id))[:limit]
+
     def claim_announcement(self, batch_id: str, lease_seconds: float) -> BatchRow | None:
         """Claim a final, unannounced batch whose last claim (if any) is past the lease."""
         now = self._clock()

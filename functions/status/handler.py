@@ -1,5 +1,8 @@
 """status: the REST API (API Gateway proxy) for creating batches and polling their progress.
 
+It also runs, on a schedule (SettleSchedule, every minute), what a read would settle for batches
+nobody reads: expired uploads, lost completions, due announcements (services/settle.py).
+
 Every route needs an API key (x-api-key) except the upload page (GET /) and the API's own
 description (GET /openapi.json), which hold no data: the page asks for the key itself. The admin key
 sees every batch; a tenant key only its tenant's, and any other batch is the same 404 as an unknown id
@@ -297,9 +300,23 @@ ERRORS: Mapping[type[Exception], Callable[[Request, Exception], dict[str, Any]]]
 }
 
 
+def is_schedule(event: Mapping[str, Any]) -> bool:
+    """The Settle schedule's event (EventBridge), not a request: API Gateway never sends this shape."""
+    return event.get("source") == "aws.events" and event.get("detail-type") == "Scheduled Event"
+
+
+def settle() -> dict[str, Any]:
+    """The scheduled run of services/settle.py: end and announce what no reader has."""
+    from pdfbatch.services import settle as settling  # only the schedule pays for this import
+
+    return {"settled": settling.settle(get_deps()).counts()}
+
+
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    """Entry point for API Gateway proxy events."""
+    """Entry point for API Gateway proxy events, and for the Settle schedule."""
+    if is_schedule(event):
+        return settle()
     request = Request.of(event)
     try:
         return route(request)

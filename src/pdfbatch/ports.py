@@ -265,6 +265,11 @@ class Ledger(Protocol):
         """Write the final status and summary (idempotent; a final status is never changed)."""
         ...
 
+    def unsettled_batches(self, created_after: float, limit: int) -> list[BatchRow]:
+        """Batches created after ``created_after`` and not announced yet (every batch still running, and
+        every final one whose report and event are not out), oldest first, at most ``limit``."""
+        ...
+
     def claim_announcement(self, batch_id: str, lease_seconds: float) -> BatchRow | None:
         """Claim announcing a final, unannounced batch unless another claim younger than the lease holds;
         the row as claimed (its ``announce_started_at`` is the claim), or None."""

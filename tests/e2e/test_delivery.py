@@ -37,9 +37,11 @@ def completion_queue(stack: dict[str, Any]) -> Iterator[tuple[Any, str]]:
 
 
 def _events_for(
-    sqs: Any, url: str, batch_id: str, quiet_seconds: float, timeout: float
+    sqs: Any, url: str, batch_id: str | set[str], quiet_seconds: float, timeout: float
 ) -> list[dict[str, Any]]:
-    """Every event for ``batch_id`` the queue receives, until none came for ``quiet_seconds`` after one."""
+    """Every event for ``batch_id`` (or any of a set) the queue receives, until none came for
+    ``quiet_seconds`` after one. Events of other batches are received and dropped."""
+    wanted = {batch_id} if isinstance(batch_id, str) else batch_id
     found: list[dict[str, Any]] = []
     deadline = time.monotonic() + timeout
     last = None
@@ -49,7 +51,7 @@ def _events_for(
         ):
             body = json.loads(m["Body"])
             sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
-            if body.get("detail", {}).get("batchId") == batch_id:
+            if body.get("detail", {}).get("batchId") in wanted:
                 found.append(body)
                 last = time.monotonic()
     return found
@@ -115,3 +117,59 @@ def test_a_completed_batch_is_reported_and_announced_once_on_the_local_stack(
     folder = tmp_path / "reports" / batch_id
     assert (folder / "results.csv").read_bytes() == csv_bytes
     assert (folder / "summary.json").read_bytes() == summary_bytes
+
+
+def test_the_settle_schedule_ends_and_announces_batches_nobody_reads(
+    stack: dict[str, Any], completion_queue: tuple[Any, str], tmp_path: Path
+) -> None:
+    env, conn = stack["env"], stack["db"]
+    sqs, url = completion_queue
+    s3, bucket = local_client("s3", stack["endpoint"]), stack["outputs"]["BucketName"]
+    run = uuid.uuid4().hex[:8]
+    # GIVEN a completed batch whose announcer died after its claim (its report gone, the claim's lease
+    # over: what a MySQL connection cut between the claim and its reply leaves behind)
+    corpus = samples.Corpus()
+    corpus.add("nobody.pdf", samples.resume("Nobody", f"nobody.{run}@example.com"))
+    path = tmp_path / "settle.zip"
+    corpus.write_zip(path)
+    done = run_cli(env, "upload", str(path), "--wait", "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    final = json.loads(done.stdout)["batchId"]
+    assert len(_events_for(sqs, url, final, quiet_seconds=3, timeout=30)) == 1  # its first announcement
+    keys = delivery.report_keys(final)
+    for key in keys.values():
+        s3.delete_object(Bucket=bucket, Key=key)
+    now = time.time()
+    with conn.cursor() as cur:
+        cur.execute(
+            "UPDATE pdfbatch_batches SET announced_at = NULL, announce_started_at = %s WHERE batch_id = %s",
+            (now - 600, final),
+        )
+        # and a POST /batches batch nobody uploaded to, whose link and grace are over
+        pending = stack["api"].create_batch()["batchId"]
+        cur.execute(
+            "UPDATE pdfbatch_batches SET created_at = %s WHERE batch_id = %s", (now - 3 * 3600, pending)
+        )
+    # WHEN nobody reads either, and the schedule (every minute) runs the status function's settle
+    deadline = time.monotonic() + 150
+    rows: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT batch_id, status, reason, announced_at FROM pdfbatch_batches "
+                "WHERE batch_id IN (%s, %s)",
+                (final, pending),
+            )
+            rows = {r[0]: r[1:] for r in cur.fetchall()}
+        if all(r[2] is not None for r in rows.values()):
+            break
+        time.sleep(3)
+    # THEN the completed batch is announced again: its report is back and one more event is put
+    assert rows[final][0] == "COMPLETED" and rows[final][2] is not None, rows
+    for key in keys.values():
+        assert s3.head_object(Bucket=bucket, Key=key)["ContentLength"] > 0
+    events = _events_for(sqs, url, {final, pending}, quiet_seconds=5, timeout=30)
+    assert [e["detail-type"] for e in events if e["detail"]["batchId"] == final] == ["Batch Completed"]
+    # and the abandoned one ended FAILED upload_expired, announced with its own event
+    assert rows[pending][:2] == ("FAILED", "upload_expired") and rows[pending][2] is not None, rows
+    assert [e["detail-type"] for e in events if e["detail"]["batchId"] == pending] == ["Batch Failed"]

@@ -209,6 +209,14 @@ def ledger_script(side: LedgerSide, run: str) -> Transcript:
 
     # announcing a final batch (tally.announce): one claim per lease, marked only by its claim
     tick(0.1)
+    mine = {b1, b2, b3}
+
+    def unsettled(created_after: float, limit: int = 1000) -> list[str]:
+        # (the real table holds other runs' batches too: only this run's, in the order given)
+        return [b.batch_id for b in ledger.unsettled_batches(created_after, limit) if b.batch_id in mine]
+
+    call("unsettled: every batch, oldest first", unsettled, side.clock() - 3600)
+    call("unsettled: only those created after", unsettled, side.clock() - 1.65)
     call("claim a final batch", ledger.claim_announcement, b1, 60.0)
     claim = ledger.get_batch(b1).announce_started_at  # type: ignore[union-attr]
     call("claim it again within the lease", ledger.claim_announcement, b1, 60.0)
@@ -220,6 +228,7 @@ def ledger_script(side: LedgerSide, run: str) -> Transcript:
     call("mark with the live claim", ledger.mark_announced, b1, ledger.get_batch(b1).announce_started_at)  # type: ignore[union-attr]
     call("claim an announced batch", ledger.claim_announcement, b1, 0.0)
     call("announced", ledger.get_batch, b1)
+    call("unsettled: an announced batch is not", unsettled, side.clock() - 3600)
     call("claim the failed batch", ledger.claim_announcement, b2, 60.0)
 
     # reopening (pdfbatch retry, dlq --redrive) and the timings written after the outcome

@@ -33,6 +33,7 @@ from pdfbatch.ops import devdb
 from pdfbatch.ops.api import ApiClient, ApiError, presigned_post, read_api_key
 from pdfbatch.ops.deploy import DeployError, DeployParams, deploy
 from pdfbatch.ops.invariants import ExpectedUpload, Oracle, Report, S3Keys, Sources, check
+from pdfbatch.services.tally import ANNOUNCE_LEASE_SECONDS
 from soak import chaos, corpus
 from soak.proxy import ChaosProxy
 
@@ -184,6 +185,11 @@ KNOWN_CAUSES = {
         "before counting it; its re-run skips entries with an outcome, so the batch stays PROCESSING until "
         "the Redis hash expires. Summary below the ledger: case 1, a batch FAILED as a whole while another "
         "unzip of its key staged files"
+    ),
+    "reports_match_ledger": (
+        "final but not announced: an announcer died after its claim (seed 256111: MySQL cut between the "
+        "claim and its reply), and the status function's settle schedule did not announce it within the "
+        "lease and two periods (is the schedule deployed and firing?)"
     ),
     "final_objects_exist": "case 2: a final key shared by two batches, deleted by the one that lost the link",
     "no_staged_leftovers": (
@@ -396,6 +402,10 @@ class Soak:
             injector.start(chaos.plan(cfg.seed, profile), t0)
             waited = self.wait(injector, api, t0, profile.window)
             seconds["run"] = time.monotonic() - t0
+            if waited == "final":
+                t = time.monotonic()
+                self.await_announced()
+                seconds["announce"] = time.monotonic() - t
             proxy_stats = {name: asdict(proxy.stats(name)) for name in ("mysql", "redis")}
 
         t = time.monotonic()
@@ -447,6 +457,28 @@ class Soak:
         finally:
             conn.close()
         raise RuntimeError(f"unzip did not start on the big batch within {timeout:.0f} s")
+
+    def await_announced(self) -> None:
+        """Until every final batch is announced, nobody reading it: an announcer that died after its
+        claim leaves the announcement to the status function's settle schedule (every minute) once the
+        claim's lease is over. Bounded by the lease and two schedule periods; the invariant judges."""
+        deadline = time.monotonic() + ANNOUNCE_LEASE_SECONDS + 150
+        said = False
+        while time.monotonic() < deadline:
+            conn = self.db(self.config.database)
+            with conn.cursor() as cur:
+                cur.execute(
+                    "SELECT COUNT(*) FROM pdfbatch_batches "
+                    "WHERE status IN ('COMPLETED', 'FAILED') AND announced_at IS NULL"
+                )
+                (due,) = cur.fetchone()
+            conn.close()
+            if not due:
+                return
+            if not said:
+                self.log(f"{due} final batches not announced yet: waiting for the settle schedule")
+                said = True
+            time.sleep(3)
 
     def batches(self) -> dict[str, dict[str, Any]]:
         """Every batch in the soak's database (all of them this run's): status, reason and counts."""

@@ -368,6 +368,13 @@ def test_status_serves_the_rest_routes_on_a_rest_api(template: dict[str, Any]) -
     assert template["Resources"]["StatusApi"]["Properties"]["StageName"] == "v1"
 
 
+def test_the_status_function_settles_on_a_schedule_every_minute_by_default(template: dict[str, Any]) -> None:
+    ((fn, props),) = events(template, "Schedule")
+    assert fn == "StatusFunction"
+    assert props["Schedule"] == {"Ref": "SettleSchedule"}
+    assert template["Parameters"]["SettleSchedule"]["Default"] == "rate(1 minute)"
+
+
 def test_functions_get_every_variable_they_need(template: dict[str, Any]) -> None:
     for props in functions(template).values():
         env = props["Environment"]["Variables"]

@@ -50,7 +50,8 @@ SCHEMA = (
       announce_started_at DOUBLE NULL,
       announced_at DOUBLE NULL,
       tenant VARCHAR(32) CHARACTER SET ascii NULL,
-      KEY by_key (key_hash, created_at)
+      KEY by_key (key_hash, created_at),
+      KEY by_unannounced (announced_at, created_at)
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
     """,
     """
@@ -158,6 +159,9 @@ ADDED_INDEXES = (
     ("pdfbatch_uploads", "by_batch", "UNIQUE KEY by_batch (batch_id)"),
     # The status API's per-lane progress reads only a batch's OCR rows (a covering index).
     ("pdfbatch_files", "by_lane", "KEY by_lane (batch_id, source, outcome)"),
+    # The scheduled settle (services/settle.py) reads batches not announced yet: the running ones and
+    # the few whose announcement is due, never the table's announced history.
+    ("pdfbatch_batches", "by_unannounced", "KEY by_unannounced (announced_at, created_at)"),
 )
 # entry_name is TEXT: 65,535 bytes. A 65,535-byte name decoded as cp437 can take three times that in
 # UTF-8 (INSERT IGNORE would cut it anywhere, silently), so the shown name is cut to fit with an
@@ -591,6 +595,16 @@ class MysqlLedger:
                 "WHERE batch_id = %s AND status NOT IN ('COMPLETED', 'FAILED')",
                 (status, json.dumps(dict(counts), sort_keys=True), reason, now, now, batch_id),
             )
+
+    def unsettled_batches(self, created_after: float, limit: int) -> list[BatchRow]:
+        """Batches created after ``created_after`` with no announcement yet, oldest first (by_unannounced)."""
+        with self.client.cursor() as cur:
+            cur.execute(
+                "SELECT * FROM pdfbatch_batches WHERE announced_at IS NULL AND created_at > %s "
+                "ORDER BY created_at LIMIT %s",
+                (created_after, int(limit)),
+            )
+            return [_batch(row) for row in cur.fetchall()]
 
     def claim_announcement(self, batch_id: str, lease_seconds: float) -> BatchRow | None:
         """One UPDATE claims a final, unannounced batch whose last claim (if any) is past the lease."""

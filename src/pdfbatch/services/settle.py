@@ -1,0 +1,108 @@
+"""Settle on a schedule what a status read would settle, so that nothing waits for a reader.
+
+Each path that ends or announces a batch is at-least-once, but a few of them finish only when somebody
+reads the batch (services/views.py) or redelivers the right message. A batch nobody polls (an `aws s3
+cp` drop, a batch whose results go to a callback) must still end and be announced. The status
+function runs ``settle`` on a schedule (template parameter SettleSchedule, every minute by default)
+over the batches not announced yet, created in the last SETTLE_WINDOW_SECONDS:
+
+- a final batch whose announcement did not go out is announced (``tally.announce``) once the claim of
+  the announcer that died is past its lease: its report, its completion event and, through the event,
+  its callback. (The chaos soak found it: MySQL cut between the claim and its reply; the redelivered
+  message found the claim held and was done, and no event was ever put.)
+- a POST /batches batch nobody uploaded to ends FAILED ``upload_expired`` once its link and grace are
+  over (``batches.expire_if_abandoned``);
+- a PROCESSING batch whose every file has an outcome, the last one at least QUIET_SECONDS old, is
+  completed from the ledger (``tally.complete``, or ``tally.complete_from_ledger`` when its live
+  counters are gone): its last count or its summary write was lost.
+
+Older unannounced batches (ended before announcements existed) are announced when read, never in bulk.
+One batch that fails to settle is logged and left to the next run; the others go on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pdfbatch.errors import DependencyUnavailable
+from pdfbatch.logs import logger
+from pdfbatch.model import FINAL_STATUSES, BatchStatus
+from pdfbatch.ports import BatchRow
+from pdfbatch.services import batches, tally
+from pdfbatch.services.deps import Deps
+
+SETTLE_WINDOW_SECONDS = 3 * 86_400.0
+QUIET_SECONDS = 60.0
+LIMIT = 500
+
+
+@dataclass
+class Settled:
+    """What one run found and did (batch ids per action; counts in the log)."""
+
+    checked: int = 0
+    announced: list[str] = field(default_factory=list)
+    expired: list[str] = field(default_factory=list)
+    completed: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        """How many of each, for the run's log line."""
+        return {
+            "checked": self.checked,
+            "announced": len(self.announced),
+            "expired": len(self.expired),
+            "completed": len(self.completed),
+            "failed": len(self.failed),
+        }
+
+
+def settle(deps: Deps) -> Settled:
+    """One run over the batches not announced yet (at most LIMIT, oldest first)."""
+    found = deps.ledger.unsettled_batches(deps.clock() - SETTLE_WINDOW_SECONDS, LIMIT)
+    done = Settled(checked=len(found))
+    for batch in found:
+        logger.append_keys(batch_id=batch.batch_id)
+        try:
+            action = settle_batch(deps, batch)
+        except Exception as exc:  # noqa: BLE001 - one batch that cannot settle must not starve the rest
+            level = logger.warning if isinstance(exc, DependencyUnavailable) else logger.error
+            level("batch not settled; the next run tries again", extra={"error": type(exc).__name__})
+            done.failed.append(batch.batch_id)
+            continue
+        finally:
+            logger.remove_keys(["batch_id"])
+        if action is not None:
+            getattr(done, action).append(batch.batch_id)
+    logger.info("settle run", extra=done.counts())
+    return done
+
+
+def settle_batch(deps: Deps, batch: BatchRow) -> str | None:
+    """Settle one batch if it is due: "announced", "expired", "completed", or None (nothing due)."""
+    if batch.status == BatchStatus.PENDING:
+        return "expired" if batches.expire_if_abandoned(deps, batch) else None
+    if batch.status in FINAL_STATUSES:
+        if tally.announce(deps, batch.batch_id):
+            logger.warning(
+                "a final batch's announcement was due; announced now", extra={"status": batch.status}
+            )
+            return "announced"
+        return None
+    if batch.unpacked_at is None or batch.total_files is None:
+        return None  # still unpacking, or unzip's own retries and DLQ end it
+    done = deps.ledger.done_files(batch.batch_id)
+    if len(done) < batch.total_files:
+        return None  # files still running; each one's count ends the batch
+    last = max((f.finished_at or 0.0 for f in done), default=0.0)
+    if deps.clock() - last < QUIET_SECONDS:
+        return None  # its last file may be counting right now
+    if deps.progress.get(batch.batch_id) is None:
+        tally.complete_from_ledger(deps, batch, deps.ledger.outcome_counts(batch.batch_id))
+    else:
+        tally.complete(deps, batch.batch_id)
+    ended = deps.ledger.get_batch(batch.batch_id)
+    if ended is None or ended.status not in FINAL_STATUSES:
+        return None
+    logger.warning("every file had an outcome but the batch was still running; completed now")
+    return "completed"
