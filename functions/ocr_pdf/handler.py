@@ -43,7 +43,13 @@ def engine() -> Any:
 
 def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = None) -> None:
     """Read one scan; a failure is backed off, or on the last delivery recorded `failed`/`gave_up`."""
-    deps = get_deps(per_file=True)
+    try:
+        deps = get_deps(per_file=True)
+    except Exception:
+        # Before any file work (the secrets, the clients): SQS shows the message again after the queue's
+        # visibility timeout. Said here, since nothing else would say why it came back so late.
+        logger.exception("dependencies unavailable; message left to its visibility timeout")
+        raise
     try:
         task = FileTask.from_message(json.loads(record.body))
     except (InvalidInput, ValueError):

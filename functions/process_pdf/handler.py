@@ -39,7 +39,13 @@ def record_handler(
     released at once, untried: no attempt counted, nothing for the timeout to kill half-way. ``work``:
     the invocation's messages, whose S3 waits overlap (services/overlap.py); None, one file at a time.
     """
-    deps = get_deps(per_file=True)
+    try:
+        deps = get_deps(per_file=True)
+    except Exception:
+        # Before any file work (the secrets, the clients): SQS shows the message again after the queue's
+        # visibility timeout. Said here, since nothing else would say why it came back so late.
+        logger.exception("dependencies unavailable; message left to its visibility timeout")
+        raise
     try:
         task = FileTask.from_message(json.loads(record.body))
     except (InvalidInput, ValueError):

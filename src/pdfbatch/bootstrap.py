@@ -52,7 +52,9 @@ def boto3_client(
 def build_deps(
     settings: Settings, *, need_queue: bool = False, ensure_schema: bool = True, io: IoTimeouts = DEFAULT_IO
 ) -> Deps:
-    """Build every adapter from settings; the MySQL and Redis connections open on first use.
+    """Build every adapter from settings; the MySQL and Redis connections open on first use (and the
+    ledger's schema is checked then: a dependency down at a cold start fails inside a handler's own
+    failure path, not before it).
 
     ``io`` bounds every S3, SQS and MySQL call (process_pdf passes PER_FILE_IO).
     """
@@ -75,7 +77,7 @@ def build_deps(
     mysql = MysqlClient.from_url(settings.mysql_url, io.connect_seconds, min(io.read_seconds, 30))
     ledger = MysqlLedger(mysql, settings.users)
     if ensure_schema:
-        mysql.ensure_schema()
+        mysql.ensure_schema_on_first_use()
     queue = parked = ocr_queue = None
     if settings.queue_url or settings.parked_queue_url or settings.ocr_queue_url:
         sqs = boto3_client("sqs", settings, io=io, max_pool_connections=pool)

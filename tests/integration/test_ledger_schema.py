@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +17,7 @@ from pdfbatch.adapters.mysql import (
     MysqlClient,
     MysqlLedger,
 )
-from pdfbatch.config import Settings
+from pdfbatch.config import Settings, parse_mysql_url
 from pdfbatch.model import FileResult
 from pdfbatch.ports import NewEntry
 
@@ -215,3 +216,34 @@ def test_name_hex_is_added_to_a_files_table_without_it_and_odd_names_round_trip(
     assert longest is not None and longest.name.endswith("\u2026") and set(longest.name[:-1]) == {"\u2591"}
     assert len(longest.name.encode()) <= 65_535
     client.close()
+
+
+def test_a_cold_start_with_mysql_refusing_fails_only_its_first_use_then_checks_the_schema(
+    mysql_url: str, settings: Settings
+) -> None:
+    from dataclasses import replace
+
+    from pdfbatch.bootstrap import build_deps
+    from pdfbatch.errors import DependencyUnavailable
+    from soak.proxy import ChaosProxy
+
+    p = parse_mysql_url(mysql_url)
+    with ChaosProxy() as proxy:
+        port = proxy.add("mysql", 0, (p.host, p.port))
+        # GIVEN a database whose newest table is missing (a new release), and MySQL refusing connections
+        root = MysqlClient.from_url(mysql_url)
+        with root.cursor() as cur:
+            cur.execute("DROP TABLE IF EXISTS pdfbatch_tenants")
+        proxy.refuse("mysql", 2.0)
+        url = mysql_url.replace(f"@{p.host}:{p.port}/", f"@{p.host}:{port}/")
+        # WHEN a function's dependencies are built (a cold start)
+        deps = build_deps(replace(settings, mysql_url=url))
+        # THEN building opens no connection: only the first use fails, inside the caller's failure path
+        with pytest.raises(DependencyUnavailable):
+            deps.ledger.get_batch("a" * 32)
+        # WHEN MySQL accepts again THEN the next use checks the schema first (the table is back) and works
+        time.sleep(2.5)
+        assert deps.ledger.get_batch("a" * 32) is None
+        with root.cursor() as cur:
+            cur.execute("SHOW TABLES LIKE 'pdfbatch_tenants'")
+            assert cur.fetchone() is not None

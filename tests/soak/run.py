@@ -5,8 +5,8 @@ proxy's ports, so every function's MySQL and Redis connection goes through it; t
 waiting, checking) talks to MariaDB and Redis directly. Its database is dropped and its bucket emptied at
 the start of each run: everything in them afterwards is this run's.
 
-Two things differ from the template's defaults, both to keep a run within minutes: the work queue's
-visibility timeout (720 s) is lowered (a killed invocation's messages come back sooner; it may now run
+Two things differ from the template's defaults, both to keep a run within minutes: the work and OCR
+queues' visibility timeout (720 s) is lowered (a killed invocation's messages come back sooner; it may now run
 out before a slow invocation ends, which only adds concurrent duplicate deliveries), and the retry backoff
 starts at 2 s (the template's RetryBaseSeconds, meant for tests).
 """
@@ -166,6 +166,9 @@ class SoakResult:
         return lines
 
 
+# The queues whose messages are files still to be read: the text lane's and the OCR lane's.
+WORK_QUEUES = ("QueueUrl", "OcrQueueUrl")
+
 # What the soak found behind each invariant it can break on the code of issue 11: hints for whoever reads a
 # failure, not verdicts (a new cause shows up as the same broken invariant).
 KNOWN_CAUSES = {
@@ -279,22 +282,23 @@ class Soak:
             self.outputs = run()
 
     def prepare(self) -> None:
-        """Empty the bucket and the queues; lower the work queue's visibility timeout (see the module doc)."""
+        """Empty the bucket and the queues; lower the work and OCR queues' visibility timeout (module doc)."""
         s3, sqs = self.client("s3"), self.client("sqs")
         bucket = self.outputs["BucketName"]
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
             keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
             if keys:
                 s3.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
-        for name in ("QueueUrl", "DeadLetterQueueUrl", "UnzipDeadLetterQueueUrl"):
+        for name in (*WORK_QUEUES, "DeadLetterQueueUrl", "UnzipDeadLetterQueueUrl", "OcrDeadLetterQueueUrl"):
             try:
                 sqs.purge_queue(QueueUrl=self.outputs[name])
             except sqs.exceptions.PurgeQueueInProgress:
                 self.log(f"{name}: a purge is already in progress")
-        sqs.set_queue_attributes(
-            QueueUrl=self.outputs["QueueUrl"],
-            Attributes={"VisibilityTimeout": str(self.config.visibility_timeout)},
-        )
+        for name in WORK_QUEUES:
+            sqs.set_queue_attributes(
+                QueueUrl=self.outputs[name],
+                Attributes={"VisibilityTimeout": str(self.config.visibility_timeout)},
+            )
 
     def seed_users(self, c: corpus.SoakCorpus) -> dict[str, int]:
         """Insert the corpus's users; return their ids by email."""
@@ -516,15 +520,19 @@ class Soak:
         }
 
     def _queue_empty(self) -> bool:
+        """No message left, visible, in flight or delayed, on the work queue or the OCR lane's."""
         names = [
             "ApproximateNumberOfMessages",
             "ApproximateNumberOfMessagesNotVisible",
             "ApproximateNumberOfMessagesDelayed",
         ]
-        attrs = self.client("sqs").get_queue_attributes(
-            QueueUrl=self.outputs["QueueUrl"], AttributeNames=names
-        )
-        return all(int(v) == 0 for v in attrs["Attributes"].values())
+        for queue in WORK_QUEUES:
+            attrs = self.client("sqs").get_queue_attributes(
+                QueueUrl=self.outputs[queue], AttributeNames=names
+            )
+            if any(int(v) for v in attrs["Attributes"].values()):
+                return False
+        return True
 
     def wait(self, injector: chaos.Injector, api: ApiClient, t0: float, window: float) -> str:
         """Until the plan is done, every upload has its batch and every batch is final (polling the API as
@@ -565,7 +573,7 @@ class Soak:
             else:
                 settle_until = None
             if plan_done and now - last_progress > cfg.stall and self._queue_empty():
-                self.log(f"no new outcome for {cfg.stall:.0f} s and the work queue is empty: stalled")
+                self.log(f"no new outcome for {cfg.stall:.0f} s and the work queues are empty: stalled")
                 return "stalled"
             if now > deadline:
                 injector.stop()
@@ -573,9 +581,9 @@ class Soak:
                 return "timeout"
 
     def dead_letters(self) -> dict[str, int]:
-        """Messages left in the two dead-letter queues (visible or not)."""
+        """Messages left in the dead-letter queues (visible or not)."""
         out = {}
-        for name in ("DeadLetterQueueUrl", "UnzipDeadLetterQueueUrl"):
+        for name in ("DeadLetterQueueUrl", "UnzipDeadLetterQueueUrl", "OcrDeadLetterQueueUrl"):
             attrs = self.client("sqs").get_queue_attributes(
                 QueueUrl=self.outputs[name],
                 AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],

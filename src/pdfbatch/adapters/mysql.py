@@ -199,6 +199,7 @@ class MysqlClient:
         self._conn: pymysql.connections.Connection[Any] | None = None
         self._last_used = 0.0
         self._lock = threading.RLock()  # pymysql connections are not thread-safe
+        self._schema_pending = False  # ensure_schema_on_first_use: checked by the first cursor() that works
 
     @classmethod
     def from_url(cls, url: str, connect_timeout: float = 5.0, read_timeout: float = 30.0) -> MysqlClient:
@@ -220,10 +221,27 @@ class MysqlClient:
             cursorclass=pymysql.cursors.DictCursor,
         )
 
+    def ensure_schema_on_first_use(self) -> None:
+        """Run ``ensure_schema`` before the first statement instead of now (no connection opened here).
+
+        A cold start then never fails before its handler can: MySQL down at that moment fails the
+        first call that needs it, inside the handler's own failure path (logged, backed off), instead of
+        failing a message with no log that SQS then hides for the queue's whole visibility timeout (the
+        chaos soak, seed 965370: a scan waited 12 minutes). Tried again by each use until it works.
+        """
+        self._schema_pending = True
+
     @contextmanager
     def cursor(self) -> Iterator[pymysql.cursors.DictCursor]:
         """A cursor on the shared connection; library errors become DependencyUnavailable('mysql')."""
         with self._lock:
+            if self._schema_pending:
+                self._schema_pending = False  # (ensure_schema's own cursor() must not come back here)
+                try:
+                    self.ensure_schema()
+                except BaseException:
+                    self._schema_pending = True
+                    raise
             try:
                 if self._conn is None:
                     self._conn = self._connect()
