@@ -128,3 +128,37 @@ def test_unknown_batch_is_a_json_404(stack: dict[str, Any]) -> None:
         stack["api"].status("0" * 32)
     assert info.value.status == 404
     assert info.value.body["error"] == "not_found"
+
+
+def _niceness_of(function_name: str) -> set[int]:
+    """The niceness of each live execution environment of ``function_name`` (field 19 of /proc/PID/stat)."""
+    marker = f"AWS_LAMBDA_FUNCTION_NAME={function_name}".encode()
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if marker not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            found.add(int((entry / "stat").read_text().rsplit(")", 1)[1].split()[16]))
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile, or not ours to read
+    return found
+
+
+def test_batch_work_yields_the_cpu_to_the_api_on_the_local_stack(
+    stack: dict[str, Any], tmp_path: Path
+) -> None:
+    # GIVEN a batch processed and its status polled (environments of both functions are warm now)
+    corpus = samples.Corpus()
+    corpus.add("nobody.pdf", samples.resume("Nobody", "nobody.nice@example.com"))
+    path = tmp_path / "nice.zip"
+    corpus.write_zip(path)
+    done = run_cli(stack["env"], "upload", str(path), "--wait", "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = stack["outputs"]
+    # THEN the file work ran at niceness 10 and the API at LocalStack's own priority: on two shared cores
+    # a poll does not wait behind a batch (on AWS each environment has its own CPU)
+    assert _niceness_of(out["ProcessPdfFunctionName"]) == {10}
+    assert _niceness_of(out["UnzipFunctionName"]) == {10}
+    assert _niceness_of(out["StatusFunctionName"]) == {0}

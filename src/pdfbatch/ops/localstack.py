@@ -454,6 +454,10 @@ def _spawn(layout: Layout, endpoint: str) -> int:
             # reads those metrics (on AWS, SQS publishes them itself), so the local stack does without.
             # PDFBATCH_LOCALSTACK_UNTRIMMED=1 keeps them and Twisted's parse (bench/localstack_trims.py).
             "SQS_DISABLE_CLOUDWATCH_METRICS": "0" if os.environ.get(UNTRIMMED_ENV) else "1",
+            # On AWS each environment has its own CPU; here background functions' environments run at
+            # niceness 10 so the status API (and LocalStack serving it) answers while a batch runs
+            # (the executor plugin's NICE_ENV; PDFBATCH_BACKGROUND_NICE=0 runs everything alike).
+            "PDFBATCH_BACKGROUND_NICE": os.environ.get("PDFBATCH_BACKGROUND_NICE", "10"),
             # LocalStack guesses it runs in a container when /.dockerenv exists (as on CI machines), then
             # writes to /var/lib/localstack; pin host mode so every machine uses the folders below.
             "OVERRIDE_IN_DOCKER": "0",

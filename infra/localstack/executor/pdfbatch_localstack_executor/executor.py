@@ -41,12 +41,29 @@ HOME_ENV = "PDFBATCH_LOCALSTACK_HOME"
 BOOTSTRAP = Path(__file__).with_name("bootstrap.py")
 LOOPBACK = "127.0.0.1"
 STOP_GRACE_SECONDS = 1.0
+# On AWS every execution environment has CPU of its own. Here LocalStack, a batch's workers and the API
+# share the machine's cores, and a status poll waited behind a batch's file work (bench section 5). So
+# the environments of background functions (all but those of the services named interactive, by their
+# POWERTOOLS_SERVICE_NAME) run at this niceness: a poll, and LocalStack serving it, go first.
+NICE_ENV = "PDFBATCH_BACKGROUND_NICE"  # 0 (or unset): every environment at LocalStack's own priority
+INTERACTIVE_ENV = "PDFBATCH_INTERACTIVE_SERVICES"  # comma-separated; default: the status API's
 
 
 def runtime_python() -> str | None:
     """The configured runtime interpreter, or None when it is missing."""
     path = os.environ.get(PYTHON_ENV, "")
     return path if path and os.access(path, os.X_OK) else None
+
+
+def niceness_for(function_env: dict[str, str]) -> int:
+    """The niceness an environment runs at: NICE_ENV for background work, 0 for interactive services."""
+    interactive = os.environ.get(INTERACTIVE_ENV, "pdfbatch-status").split(",")
+    if function_env.get("POWERTOOLS_SERVICE_NAME") in interactive:
+        return 0
+    try:
+        return max(0, min(19, int(os.environ.get(NICE_ENV, "0"))))
+    except ValueError:
+        return 0
 
 
 def _error_payload(error_type: str, message: str) -> bytes:
@@ -149,6 +166,11 @@ class LocalRuntimeExecutor(RuntimeExecutor):
             start_new_session=True,  # its own process group, so a timeout kills whatever it spawned too
             close_fds=True,
         )
+        if nice := niceness_for(self._env):
+            try:  # before its first invocation: what it spawns later (the PDF reader) inherits it
+                os.setpriority(os.PRIO_PROCESS, process.pid, nice)
+            except OSError as exc:
+                LOG.debug("Could not lower the priority of %s: %s", self.id, exc)
         with self._lock:
             self._process = process
         name = self.id[:8]
