@@ -5,6 +5,7 @@
 - ``staging``     unzip: inspect the ZIP, stage each PDF, queue one message per file
 - ``processing``  process_pdf: one staged PDF to one outcome; backoff and giving up
 - ``views``       the status API's reads (batch status, files, find by key)
+- ``settle``      on a schedule, what a read would settle for batches nobody reads
 - ``operations``  the operator's retry, dead letters and redrive
 - ``report``      ``pdfbatch report`` and the one percentile definition
 - ``gc``          ``pdfbatch gc``: final objects nothing points at, found by checking references

@@ -203,7 +203,7 @@ def abandon_upload(deps: Deps, upload: Upload, reason: BatchReason = BatchReason
 def expire_if_abandoned(deps: Deps, batch: BatchRow) -> bool:
     """End a POST /batches batch nobody uploaded to: FAILED upload_expired, once its link is long expired.
 
-    The status read calls it (no scheduler needed: nobody waits on a batch nobody reads). True if ended.
+    The status read and the settle schedule (services/settle.py) call it. True if ended.
     An upload that has claimed the batch (its unzip may be being retried) keeps it from expiring; one
     arriving later still revives it (``claim_batch``). MySQL first, so the ledger decides the race.
     """
