@@ -91,14 +91,14 @@ def settle_batch(deps: Deps, batch: BatchRow) -> str | None:
         return None
     if batch.unpacked_at is None or batch.total_files is None:
         return None  # still unpacking, or unzip's own retries and DLQ end it
-    done = deps.ledger.done_files(batch.batch_id)
-    if len(done) < batch.total_files:
+    counts = deps.ledger.outcome_counts(batch.batch_id)  # one aggregate read for a batch still running
+    if counts["processed"] < batch.total_files:
         return None  # files still running; each one's count ends the batch
-    last = max((f.finished_at or 0.0 for f in done), default=0.0)
+    last = max((f.finished_at or 0.0 for f in deps.ledger.done_files(batch.batch_id)), default=0.0)
     if deps.clock() - last < QUIET_SECONDS:
         return None  # its last file may be counting right now
     if deps.progress.get(batch.batch_id) is None:
-        tally.complete_from_ledger(deps, batch, deps.ledger.outcome_counts(batch.batch_id))
+        tally.complete_from_ledger(deps, batch, counts)
     else:
         tally.complete(deps, batch.batch_id)
     ended = deps.ledger.get_batch(batch.batch_id)
