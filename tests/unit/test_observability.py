@@ -162,3 +162,30 @@ def test_metrics_flush_without_powertools_namespace_variable(
     finally:
         monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "pdfbatch")
         importlib.reload(pdf_metrics)
+
+
+def test_a_staged_copy_not_deleted_is_logged_with_its_own_file_while_the_logger_names_the_next(
+    deps: Deps, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN the overlapped invocation deleting file 3's staged copy on a background thread, while the
+    # logger's keys already name the next file, and S3 refusing the delete
+    from pdfbatch.model import FileTask
+    from pdfbatch.services import processing
+
+    capture_logs(monkeypatch)
+
+    def refused(bucket: str, key: str) -> None:
+        raise DependencyUnavailable("s3", "injected")
+
+    monkeypatch.setattr(deps.store, "delete", refused)
+    task = FileTask.from_message({"batchId": "a" * 32, "index": 3, "key": "staging/x/3.pdf", "bucket": "b"})
+    logger.append_keys(batch_id="b" * 32, file_index=4)
+    try:
+        capsys.readouterr()
+        # WHEN its delete fails
+        processing.drop_staged_copy(deps, task)
+    finally:
+        logger.remove_keys(["batch_id", "file_index"])
+    # THEN the warning names file 3 of its own batch, not the next file
+    (line,) = [x for x in printed(capsys.readouterr().out)[0] if "staged copy not deleted" in x["message"]]
+    assert (line["batch_id"], line["file_index"]) == ("a" * 32, 3)

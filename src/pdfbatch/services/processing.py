@@ -346,7 +346,13 @@ def drop_staged_copy(deps: Deps, task: FileTask) -> None:
     try:
         deps.store.delete(task.bucket, task.staging_key)
     except Exception:  # noqa: BLE001 - the link is recorded; a leftover copy only waits for the lifecycle rule
-        logger.warning("staged copy not deleted; the lifecycle rule will expire it", exc_info=True)
+        # Its own file's keys, said explicitly: the overlapped invocation deletes on a background thread
+        # while the logger's appended keys already name the next file (services/overlap.py).
+        logger.warning(
+            "staged copy not deleted; the lifecycle rule will expire it",
+            extra={"batch_id": task.batch_id, "file_index": task.index},
+            exc_info=True,
+        )
 
 
 def unlinked_result(
