@@ -16,26 +16,17 @@ from pathlib import Path
 from bench import pipeline
 from bench.report import Row, Target
 from bench.stack import BenchStack
+from pdfbatch.ops import localstack
 from pdfbatch.services.report import percentile
 
 POLLERS = 5
-INTERACTIVE = b"POWERTOOLS_SERVICE_NAME=pdfbatch-status"
-FUNCTION = b"AWS_LAMBDA_FUNCTION_NAME="
+INTERACTIVE = "pdfbatch-status"  # the service the executor keeps at LocalStack's priority
 
 
 def _background_pids() -> list[int]:
     """Processes of background execution environments (every function but the status API's)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            env = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if any(v.startswith(FUNCTION) for v in env) and INTERACTIVE not in env:
-            found.append(int(entry.name))
-    return found
+    found = localstack.lambda_processes()
+    return [pid for pid, env in found if env.get("POWERTOOLS_SERVICE_NAME") != INTERACTIVE]
 
 
 def _hold_niceness(nice: int, stop: threading.Event) -> None:

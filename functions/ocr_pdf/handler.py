@@ -17,7 +17,7 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from pdfbatch.bootstrap import get_deps
+from pdfbatch.bootstrap import get_file_deps
 from pdfbatch.errors import InvalidInput
 from pdfbatch.logs import logger
 from pdfbatch.metrics import metrics, queue_age
@@ -43,13 +43,7 @@ def engine() -> Any:
 
 def record_handler(record: SQSRecord, lambda_context: LambdaContext | None = None) -> None:
     """Read one scan; a failure is backed off, or on the last delivery recorded `failed`/`gave_up`."""
-    try:
-        deps = get_deps(per_file=True)
-    except Exception:
-        # Before any file work (the secrets, the clients): SQS shows the message again after the queue's
-        # visibility timeout. Said here, since nothing else would say why it came back so late.
-        logger.exception("dependencies unavailable; message left to its visibility timeout")
-        raise
+    deps = get_file_deps()
     try:
         task = FileTask.from_message(json.loads(record.body))
     except (InvalidInput, ValueError):

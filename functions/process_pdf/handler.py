@@ -12,7 +12,7 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from pdfbatch.bootstrap import get_deps
+from pdfbatch.bootstrap import get_file_deps
 from pdfbatch.errors import InvalidInput
 from pdfbatch.logs import logger
 from pdfbatch.metrics import metrics, queue_age
@@ -39,13 +39,7 @@ def record_handler(
     released at once, untried: no attempt counted, nothing for the timeout to kill half-way. ``work``:
     the invocation's messages, whose S3 waits overlap (services/overlap.py); None, one file at a time.
     """
-    try:
-        deps = get_deps(per_file=True)
-    except Exception:
-        # Before any file work (the secrets, the clients): SQS shows the message again after the queue's
-        # visibility timeout. Said here, since nothing else would say why it came back so late.
-        logger.exception("dependencies unavailable; message left to its visibility timeout")
-        raise
+    deps = get_file_deps()
     try:
         task = FileTask.from_message(json.loads(record.body))
     except (InvalidInput, ValueError):

@@ -179,6 +179,22 @@ def get_deps(need_queue: bool = False, per_file: bool = False) -> Deps:
     return _built[key][1]
 
 
+def get_file_deps() -> Deps:
+    """``get_deps(per_file=True)`` for an SQS handler's message (process_pdf, ocr_pdf).
+
+    A failure here comes before any file work (the secrets, the clients), so the handler's own failure
+    path cannot back the message off: SQS shows it again after the queue's visibility timeout. Said in
+    the log, since nothing else would say why it came back so late.
+    """
+    try:
+        return get_deps(per_file=True)
+    except Exception:
+        from pdfbatch.logs import logger
+
+        logger.exception("dependencies unavailable; message left to its visibility timeout")
+        raise
+
+
 def override(deps: Deps | None) -> None:
     """Inject dependencies (tests); None returns to building them from the environment."""
     global _override

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -17,7 +18,7 @@ import redis
 
 from fixtures.stack import REDIS_URL, local_client, run_cli, seed
 from pdfbatch.adapters.redis import progress_key
-from pdfbatch.ops import samples
+from pdfbatch.ops import localstack, samples
 from pdfbatch.ops.api import ApiClient
 
 pytestmark = pytest.mark.e2e
@@ -131,18 +132,12 @@ def test_unknown_batch_is_a_json_404(stack: dict[str, Any]) -> None:
 
 
 def _niceness_of(function_name: str) -> set[int]:
-    """The niceness of each live execution environment of ``function_name`` (field 19 of /proc/PID/stat)."""
-    marker = f"AWS_LAMBDA_FUNCTION_NAME={function_name}".encode()
+    """The niceness of each live process of ``function_name``'s execution environments."""
     found = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if marker not in (entry / "environ").read_bytes().split(b"\0"):
-                continue
-            found.add(int((entry / "stat").read_text().rsplit(")", 1)[1].split()[16]))
-        except (OSError, ValueError, IndexError):
-            continue  # gone meanwhile, or not ours to read
+    for pid, env in localstack.lambda_processes():
+        if env["AWS_LAMBDA_FUNCTION_NAME"] == function_name:
+            with contextlib.suppress(OSError):  # gone meanwhile
+                found.add(os.getpriority(os.PRIO_PROCESS, pid))
     return found
 
 

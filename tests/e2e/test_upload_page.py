@@ -215,18 +215,27 @@ def test_a_wrong_key_is_refused_in_words_and_nothing_is_uploaded(
 
 
 class Hook:
-    """A callback receiver on 127.0.0.1 (allow-listed in the e2e stack): answers 200, keeps each body."""
+    """A callback receiver on 127.0.0.1 (allow-listed in the e2e stack): answers 200, keeps each body
+    (after answering 503 to the first ``refuse`` deliveries)."""
 
-    def __init__(self) -> None:
+    def __init__(self, refuse: int = 0) -> None:
         import http.server
         import threading
 
         self.bodies: list[bytes] = []
+        self.refused = 0
         hook = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self) -> None:
-                hook.bodies.append(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if hook.refused < refuse:
+                    hook.refused += 1
+                    self.send_response(503)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                hook.bodies.append(body)
                 self.send_response(200)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -304,3 +313,42 @@ def test_a_refused_callback_url_is_explained_and_nothing_is_created(
         assert cur.fetchone()[0] == before
     assert [p for p in watch.problems if "400" not in p] == []
     page.close()
+
+
+def test_a_failed_read_of_the_delivery_state_is_said_on_the_page_and_the_follow_goes_on(
+    stack: dict[str, Any], browser: Any, tmp_path: Path
+) -> None:
+    corpus = samples.Corpus()
+    corpus.add("one.pdf", samples.text_pdf([["nothing to link"]]))
+    zip_path = tmp_path / "one.zip"
+    corpus.write_zip(zip_path)
+    hook = Hook(refuse=1)  # the first delivery fails: the page follows the retry (backoff from 30 s)
+    page = browser.new_page()
+    try:
+        # GIVEN a batch with a callback URL uploaded through the page, and its first delivery refused
+        page.goto(stack["outputs"]["LocalApiUrl"])
+        page.fill("#api-key", stack["api"].api_key)
+        page.click("#save-key")
+        page.wait_for_selector("#key-status:not(.bad):text-is('Key accepted.')")
+        page.fill("#callback-url", f"http://127.0.0.1:{hook.port}/page-hook?token=follow")
+        page.set_input_files("#file", str(zip_path))
+        page.wait_for_selector(DONE, timeout=WAIT_MS)
+        batch_id = page.text_content("#batch-id")
+        # WHEN the page's reads of the batch fail while it follows the delivery
+        message = "redis is unavailable, try again shortly"
+        unavailable = json.dumps({"error": "unavailable", "message": message})
+
+        def refuse(route: Any) -> None:
+            route.fulfill(status=503, content_type="application/json", body=unavailable)
+
+        page.route(f"**/batches/{batch_id}", refuse)
+        # THEN it says so, with the API's words, instead of going quiet
+        said = "The summary's delivery state could not be read: redis is unavailable, try again shortly"
+        page.wait_for_selector(f'#callback:text-is("{said}")', timeout=30_000)
+        # WHEN the API answers again THEN the follow went on: the page says where the summary went
+        page.unroute(f"**/batches/{batch_id}", refuse)
+        page.wait_for_selector("#callback:text-is('Summary delivered to 127.0.0.1.')", timeout=120_000)
+        assert hook.refused == 1 and any(json.loads(b)["batchId"] == batch_id for b in hook.bodies)
+    finally:
+        page.close()
+        hook.close()

@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pdfbatch.ops import localstack
 from soak.proxy import ChaosProxy
 
 # LocalStack's S3 notifications carry this one sequencer whatever the object (localstack/services/s3/
@@ -137,18 +138,15 @@ def plan(seed: int, profile: Profile) -> list[Fault]:
 
 def function_processes(function_name: str) -> list[int]:
     """Pids of the execution environments of ``function_name`` (each leads its own process group)."""
-    marker = f"AWS_LAMBDA_FUNCTION_NAME={function_name}".encode()
     found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
+    for pid, env in localstack.lambda_processes():
+        if env["AWS_LAMBDA_FUNCTION_NAME"] != function_name:
             continue
         try:
-            env = (entry / "environ").read_bytes().split(b"\0")
-            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
-            continue  # gone meanwhile, or not ours to read
-        pid, pgid, state = int(entry.name), int(stat[2]), stat[0]
-        if marker in env and pgid == pid and state != "Z":
+            continue  # gone meanwhile
+        if int(stat[2]) == pid and stat[0] != "Z":
             found.append(pid)
     return sorted(found)
 

@@ -189,3 +189,27 @@ def test_a_staged_copy_not_deleted_is_logged_with_its_own_file_while_the_logger_
     # THEN the warning names file 3 of its own batch, not the next file
     (line,) = [x for x in printed(capsys.readouterr().out)[0] if "staged copy not deleted" in x["message"]]
     assert (line["batch_id"], line["file_index"]) == ("a" * 32, 3)
+
+
+@pytest.mark.parametrize("function", ["process_pdf", "ocr_pdf"])
+def test_a_message_failed_before_any_file_work_is_said_in_the_log(
+    function: str, deps: Deps, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a cold start whose dependencies cannot be built (the secrets unreadable)
+    from pdfbatch import bootstrap
+
+    capture_logs(monkeypatch)
+    _, bodies = staged_batch(deps)
+
+    def unreadable(**kwargs: Any) -> Deps:
+        raise DependencyUnavailable("secretsmanager", "injected")
+
+    monkeypatch.setattr(bootstrap, "get_deps", unreadable)
+    capsys.readouterr()
+    # WHEN a message arrives
+    result = load_handler(function).handler(waited_event(bodies[:1]), Context())
+    # THEN it fails (SQS shows it again) and the log says why, before any file work
+    assert len(result["batchItemFailures"]) == 1
+    logs, _ = printed(capsys.readouterr().out)
+    said = "dependencies unavailable; message left to its visibility timeout"
+    assert any(x["message"] == said for x in logs)

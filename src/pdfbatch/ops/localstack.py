@@ -504,6 +504,21 @@ def _signal_group(pid: int, sig: signal.Signals) -> None:
         os.killpg(pid, sig)
 
 
+def lambda_processes() -> Iterator[tuple[int, dict[str, str]]]:
+    """(pid, environment) of every readable process of a Lambda execution environment here (those the
+    executor plugin started: each carries AWS_LAMBDA_FUNCTION_NAME; the PDF reader it forks too)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        env = dict(v.decode("utf-8", "replace").split("=", 1) for v in raw if b"=" in v)
+        if "AWS_LAMBDA_FUNCTION_NAME" in env:
+            yield int(entry.name), env
+
+
 def _leftovers(home: Path) -> list[int]:
     """Processes carrying our HOME_ENV marker: LocalStack's helpers and Lambda function processes."""
     marker = f"{HOME_ENV}={home}".encode()
