@@ -33,10 +33,10 @@ from fixtures.pipeline import assert_counters_match_ledger, process_all, receive
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.model import FINAL_STATUSES, FileResult
-from pdfbatch.services import Deps, batches, settle, staging, tally
+from pdfbatch.services import Deps, batches, operations, settle, staging, tally
 
 text_pdf = functools.cache(lambda text: pdfs.text_pdf([text]))
-DAMAGES = ("healthy", "announcer died", "count lost", "count and counters lost", "no upload")
+DAMAGES = ("healthy", "announcer died", "count lost", "count and counters lost", "no upload", "retried")
 # Long enough for every lease, quiet time and upload link (with its grace) to be over.
 LONG_AFTER = 86_400.0  # (and within the settle window)
 
@@ -47,11 +47,11 @@ def _parts(deps: Deps) -> tuple[FakeClock, FakeLedger, FakeProgress, FakeEvents]
     return deps.clock, deps.ledger, deps.progress, deps.events
 
 
-def damaged_batch(deps: Deps, damage: str, n: int) -> str:
-    """A batch of ``n`` one-page PDFs left as ``damage`` leaves it; its id."""
+def damaged_batch(deps: Deps, damage: str, n: int) -> tuple[str, list[dict[str, Any]]]:
+    """A batch of ``n`` one-page PDFs left as ``damage`` leaves it; its id and the messages still to run."""
     clock, ledger, progress, events = _parts(deps)
     if damage == "no upload":
-        return str(batches.create_batch(deps)["batchId"])
+        return str(batches.create_batch(deps)["batchId"]), []
     data = make_zip([(f"{i}.pdf", text_pdf(f"page {i}")) for i in range(n)])
     key = f"uploads/{damage.replace(' ', '-')}-{len(ledger.batches)}.zip"
     report = staging.stage_zip(deps, upload(deps, data, key=key))
@@ -59,8 +59,12 @@ def damaged_batch(deps: Deps, damage: str, n: int) -> str:
     last = messages.pop()
     process_all(deps, messages)
     clock.advance(1)
-    if damage == "healthy":
+    if damage in ("healthy", "retried"):
         process_all(deps, [last])
+        if damage == "retried":  # `pdfbatch retry` after it ended: its files run again, not yet done
+            clock.advance(2 * settle.QUIET_SECONDS)  # (their first outcomes are long past the quiet time)
+            operations.retry_batch(deps, report.batch_id)
+            return report.batch_id, receive_all(deps)
     elif damage == "announcer died":
         events.fail = 1
         with pytest.raises(DependencyUnavailable):
@@ -70,7 +74,7 @@ def damaged_batch(deps: Deps, damage: str, n: int) -> str:
         ledger.record(report.batch_id, int(last["index"]), FileResult("skipped_no_match", "no_email_found"))
         if damage == "count and counters lost":
             progress.expire(report.batch_id)
-    return report.batch_id
+    return report.batch_id, []
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -84,10 +88,17 @@ def test_settle_ends_and_announces_every_batch_once_and_nothing_before_it_is_due
 ) -> None:
     # GIVEN batches, each left by one kind of damage
     clock, ledger, _, events = _parts(deps)
-    ids = {damaged_batch(deps, d, sizes[i]): d for i, d in enumerate(damages)}
+    made = [(damaged_batch(deps, d, sizes[i]), d) for i, d in enumerate(damages)]
+    ids = {b: d for (b, _), d in made}
+    running = [m for (_, messages), _ in made for m in messages]
     before = {b: ledger.batches[b] for b in ids}
     # WHEN a settle run comes soon after (drawn)
     clock.advance(early)
+    # (ages at the run: later batches' damages moved the clock on, too)
+    claim_age = {b: clock() - (r.announce_started_at or 0.0) for b, r in before.items()}
+    last_age = {
+        b: clock() - max((f.finished_at or 0.0 for f in ledger.done_files(b)), default=0.0) for b in ids
+    }
     settle.settle(deps)
     # THEN it ended nothing before its time: an upload link still good stays PENDING, a claim within its
     # lease is not taken over, a batch whose last outcome is younger than the quiet time keeps running
@@ -95,11 +106,14 @@ def test_settle_ends_and_announces_every_batch_once_and_nothing_before_it_is_due
         now = ledger.batches[b]
         if damage == "no upload":
             assert now.status == "PENDING"
-        if damage == "announcer died" and early < tally.ANNOUNCE_LEASE_SECONDS:
+        if damage == "announcer died" and claim_age[b] < tally.ANNOUNCE_LEASE_SECONDS:
             assert now.announced_at is None and not events.of(b)
-        if damage.startswith("count") and early < settle.QUIET_SECONDS:
+        if damage.startswith("count") and last_age[b] < settle.QUIET_SECONDS:
             assert now.status == before[b].status == "PROCESSING"
-    # WHEN the runs go on long after every lease, quiet time and link is over
+        if damage == "retried":  # its files are running again: never completed under them
+            assert now.status == "PROCESSING"
+    # WHEN the files still running are done, and the runs go on long after every lease, quiet time and link
+    process_all(deps, running)
     clock.advance(LONG_AFTER)
     settle.settle(deps)
     settle.settle(deps)  # and once more: nothing left to do
@@ -108,7 +122,8 @@ def test_settle_ends_and_announces_every_batch_once_and_nothing_before_it_is_due
         row = ledger.batches[b]
         assert row.status in FINAL_STATUSES, (damage, row.status)
         assert row.announced_at is not None, damage
-        assert len(events.of(b)) == 1, (damage, events.of(b))
+        # (a retried batch is announced again when it ends again: README, "Once, and what once means")
+        assert len(events.of(b)) == (2 if damage == "retried" else 1), (damage, events.of(b))
         if damage == "no upload":
             assert (row.status, row.reason) == ("FAILED", "upload_expired")
         else:
