@@ -173,6 +173,10 @@ class ObjectStore(Protocol):
         """Delete an object, or one version of it for good (no error when absent)."""
         ...
 
+    def delete_many(self, bucket: str, keys: Sequence[str]) -> list[str]:
+        """Delete objects in one request (at most 1,000; absent ones are fine); the keys S3 refused."""
+        ...
+
     def presigned_post(self, bucket: str, key: str, max_bytes: int, expires_in: int) -> dict[str, Any]:
         """A presigned POST whose policy caps the size."""
         ...

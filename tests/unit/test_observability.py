@@ -191,6 +191,47 @@ def test_a_staged_copy_not_deleted_is_logged_with_its_own_file_while_the_logger_
     assert (line["batch_id"], line["file_index"]) == ("a" * 32, 3)
 
 
+def test_staged_copies_not_deleted_together_are_each_logged_with_their_own_keys(
+    deps: Deps, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN an invocation's three linked files (two batches), S3 refusing one key of the DeleteObjects
+    # and then the whole request, while the logger's keys name some other file
+    from pdfbatch.model import FileTask
+    from pdfbatch.services import processing
+
+    capture_logs(monkeypatch)
+    tasks = [
+        FileTask.from_message({"batchId": b * 32, "index": i, "key": f"staging/{b}/{i}.pdf", "bucket": "b"})
+        for b, i in (("a", 3), ("a", 4), ("c", 1))
+    ]
+    answers: list[Any] = [["staging/a/4.pdf"], DependencyUnavailable("s3", "injected")]
+
+    def delete_many(bucket: str, keys: Any) -> list[str]:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return list(answer)
+
+    monkeypatch.setattr(deps.store, "delete_many", delete_many)
+    logger.append_keys(batch_id="e" * 32, file_index=9)
+    try:
+        capsys.readouterr()
+        # WHEN they are dropped together, once with a key refused, once with the request failing
+        processing.drop_staged_copies(deps, tasks)
+        processing.drop_staged_copies(deps, tasks)
+    finally:
+        logger.remove_keys(["batch_id", "file_index"])
+    # THEN one warning per copy left, each naming its own file; no key, email or text in them
+    lines = [x for x in printed(capsys.readouterr().out)[0] if "staged copy not deleted" in x["message"]]
+    assert [(x["batch_id"], x["file_index"]) for x in lines] == [
+        ("a" * 32, 4),
+        ("a" * 32, 3),
+        ("a" * 32, 4),
+        ("c" * 32, 1),
+    ]
+    assert not any("staging/" in json.dumps(x) for x in lines)
+
+
 @pytest.mark.parametrize("function", ["process_pdf", "ocr_pdf"])
 def test_a_message_failed_before_any_file_work_is_said_in_the_log(
     function: str, deps: Deps, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch

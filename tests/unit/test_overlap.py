@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -81,6 +81,15 @@ class FaultyStore:
         if source_key in self.fail_copy:
             raise DependencyUnavailable("s3", "injected")
         self._store.copy(bucket, source_key, dest_key)
+
+    def delete(self, bucket: str, key: str, version_id: str | None = None) -> None:
+        self._note("delete", key)
+        self._store.delete(bucket, key, version_id)
+
+    def delete_many(self, bucket: str, keys: Sequence[str]) -> list[str]:
+        self._note("delete_many", ",".join(keys))
+        refused: list[str] = self._store.delete_many(bucket, keys)
+        return refused
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
@@ -298,3 +307,40 @@ def test_a_user_linked_by_one_file_is_already_linked_for_the_next_file_read_besi
     ]
     assert [key for op, key, _ in w.store.calls if op == "copy"] == [staging_key(w.batch_id, 0)]
     assert len([o for o in out["objects"] if o.startswith("pdfs/")]) == 1
+
+
+def test_the_linked_files_staged_copies_go_in_one_request_when_the_invocation_ends(world: Any) -> None:
+    # GIVEN three résumés of users and a file naming nobody, in one invocation
+    w: World = world(["alice", "no_email", "bob", "alice_again"], [None, None, None, None], True)
+    # WHEN process_pdf handles their four messages
+    out = run(w, [(0, 1), (1, 1), (2, 1), (3, 1)])
+    # THEN the two linked files' staged copies went in one DeleteObjects, after the last file's work,
+    # and no file was deleted on its own; the unlinked files' copies stay for `pdfbatch retry`
+    assert [r[1] for r in out["rows"]] == ["linked", "skipped_no_match", "linked", "skipped_already_exists"]
+    ops = [(op, key) for op, key, _ in w.store.calls]
+    assert [op for op, _ in ops].count("delete") == 0
+    (batch_delete,) = [key for op, key in ops if op == "delete_many"]
+    assert batch_delete.split(",") == [staging_key(w.batch_id, 0), staging_key(w.batch_id, 2)]
+    assert ops[-1][0] == "delete_many"
+    staged = [o for o in out["objects"] if o.startswith("staging/")]
+    assert staged == [staging_key("B", 1), staging_key("B", 3)]
+
+
+def test_a_refused_batch_delete_leaves_the_outcomes_as_they_are(
+    world: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN two résumés of users, and S3 refusing the invocation's DeleteObjects
+    w: World = world(["alice", "bob"], [None, None], True)
+
+    def refused(bucket: str, keys: Sequence[str]) -> list[str]:
+        raise DependencyUnavailable("s3", "injected")
+
+    monkeypatch.setattr(w.store, "delete_many", refused)
+    # WHEN process_pdf handles both messages
+    out = run(w, [(0, 1), (1, 1)])
+    # THEN both are linked and reported done; the staged copies wait for the lifecycle rule
+    assert out["failed"] == [] and [r[1] for r in out["rows"]] == ["linked", "linked"]
+    assert [o for o in out["objects"] if o.startswith("staging/")] == [
+        staging_key("B", 0),
+        staging_key("B", 1),
+    ]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import errno
 import io
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -152,6 +152,18 @@ class S3Store:
                 self.client.delete_object(Bucket=bucket, Key=key)
         except (ClientError, BotoCoreError) as exc:
             raise _translate(exc) from exc
+
+    def delete_many(self, bucket: str, keys: Sequence[str]) -> list[str]:
+        """One DeleteObjects for ``keys`` (quiet: only failures come back, per key, on an HTTP 200)."""
+        if not keys:
+            return []
+        try:
+            answer = self.client.delete_objects(
+                Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True}
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise _translate(exc) from exc
+        return [str(e.get("Key", "")) for e in answer.get("Errors", [])]
 
     def presigned_post(self, bucket: str, key: str, max_bytes: int, expires_in: int) -> dict[str, Any]:
         """A presigned POST for exactly ``key`` whose policy caps the size."""

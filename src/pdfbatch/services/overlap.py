@@ -13,7 +13,8 @@ pool only waits on S3 for it:
   read as linked by the next file, whose users were looked up before it (``processing.link_target``).
   Whatever the next file's reading raised is kept and raised by its own message, so Powertools reports
   each message's own failure and the handler backs off each failed message, as before.
-- **staged copy deleted in the background** (best effort already), waited for before the invocation ends.
+- **staged copies deleted together**: the linked files' staged copies go in one DeleteObjects when the
+  invocation ends (best effort already, as one DELETE each was), not one request per file.
 
 A worker killed mid-way leaves what a sequential one leaves: a copy without a link (the redelivery
 copies to the same key and links), an attempt begun without an outcome (redelivered), or an outcome
@@ -43,7 +44,7 @@ from pdfbatch.services import processing
 from pdfbatch.services.deps import Deps
 from pdfbatch.services.processing import Read
 
-# A prefetch, a copy and a staged-copy delete in flight at once (all S3: the client's pool holds 10).
+# A prefetch and a copy in flight at once, and a spare (all S3: the client's pool holds 10).
 WORKERS = 3
 
 
@@ -82,7 +83,7 @@ class Invocation:
         self._fetches: dict[int, Future[bytes]] = {}
         self._ahead: dict[int, _Ahead] = {}
         self._linked: dict[Any, str] = {}  # users this invocation linked: id -> pdf_url
-        self._background: list[Future[None]] = []
+        self._drops: list[tuple[Deps, FileTask]] = []  # linked files whose staged copies go at the end
 
     @classmethod
     def of_records(
@@ -135,14 +136,16 @@ class Invocation:
         return stored
 
     def close(self) -> None:
-        """Wait for what still runs in the background (deletes, unused prefetches) before the invocation
-        ends: nothing of it is left to run in a frozen environment."""
+        """Delete the linked files' staged copies (one request) and wait for unused prefetches before the
+        invocation ends: nothing is left to run in a frozen environment."""
         for fetch in self._fetches.values():
             fetch.cancel()
-        pending: list[Future[Any]] = [*self._fetches.values(), *self._background]
-        wait_all(pending)
+        if self._drops:  # one DeleteObjects for the invocation's linked files, not a DELETE each
+            deps = self._drops[0][0]
+            processing.drop_staged_copies(deps, [task for _, task in self._drops])
+            self._drops.clear()
+        wait_all(list(self._fetches.values()))
         self._fetches.clear()
-        self._background.clear()
         self._ahead.clear()
 
     def __enter__(self) -> Invocation:
@@ -194,8 +197,7 @@ class Invocation:
         return staged
 
     def _drop_later(self, deps: Deps, task: FileTask) -> None:
-        assert self._pool is not None
-        self._background.append(self._pool.submit(processing.drop_staged_copy, deps, task))
+        self._drops.append((deps, task))
 
 
 def _copy(deps: Deps, read: Read, key: str) -> float:

@@ -355,6 +355,29 @@ def drop_staged_copy(deps: Deps, task: FileTask) -> None:
         )
 
 
+def drop_staged_copies(deps: Deps, tasks: Sequence[FileTask]) -> None:
+    """drop_staged_copy for several linked files in one request per bucket (DeleteObjects): the
+    overlapped invocation's files, dropped when it ends. Same safety and the same best effort: a key S3
+    refuses, or a request that fails, leaves copies to the lifecycle rule, each logged with its own keys.
+    """
+    by_bucket: dict[str, list[FileTask]] = {}
+    for task in tasks:
+        by_bucket.setdefault(task.bucket, []).append(task)
+    for bucket, group in by_bucket.items():
+        for start in range(0, len(group), 1000):  # DeleteObjects takes at most 1,000 keys
+            part = group[start : start + 1000]
+            try:
+                refused = set(deps.store.delete_many(bucket, [t.staging_key for t in part]))
+            except Exception:  # noqa: BLE001 - the links are recorded; leftovers wait for the lifecycle rule
+                refused = {t.staging_key for t in part}
+            for task in part:
+                if task.staging_key in refused:
+                    logger.warning(
+                        "staged copy not deleted; the lifecycle rule will expire it",
+                        extra={"batch_id": task.batch_id, "file_index": task.index},
+                    )
+
+
 def unlinked_result(
     verdict: Verdict, sha: str, timings: Mapping[str, float], lane: Lane = Lane.TEXT
 ) -> FileResult:
