@@ -116,10 +116,11 @@ class BenchStack:
 
     # ------------------------------------------------------------------ functions
     def function(self, name: str) -> str:
-        """The deployed name of `unzip`, `process-pdf` or `status`."""
+        """The deployed name of `unzip`, `process-pdf`, `ocr-pdf` or `status`."""
         key = {
             "unzip": "UnzipFunctionName",
             "process-pdf": "ProcessPdfFunctionName",
+            "ocr-pdf": "OcrPdfFunctionName",
             "status": "StatusFunctionName",
         }
         return self.outputs[key[name]]

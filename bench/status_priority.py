@@ -29,10 +29,18 @@ def _background_pids() -> list[int]:
     return [pid for pid, env in found if env.get("POWERTOOLS_SERVICE_NAME") != INTERACTIVE]
 
 
-def _hold_niceness(nice: int, stop: threading.Event) -> None:
-    """Keep every background environment (new ones too) at ``nice`` until ``stop``."""
+def _service_pids(service: str) -> list[int]:
+    """Processes of ``service``'s execution environments (its forked readers too)."""
+    return [
+        pid for pid, env in localstack.lambda_processes() if env.get("POWERTOOLS_SERVICE_NAME") == service
+    ]
+
+
+def hold_niceness(nice: int, stop: threading.Event, pids: Callable[[], list[int]] = _background_pids) -> None:
+    """Keep every process ``pids`` finds (new ones too; every background environment by default) at
+    ``nice`` until ``stop``."""
     while not stop.is_set():
-        for pid in _background_pids():
+        for pid in pids():
             try:
                 if os.getpriority(os.PRIO_PROCESS, pid) != nice:
                     os.setpriority(os.PRIO_PROCESS, pid, nice)
@@ -45,7 +53,7 @@ def _run(stack: BenchStack, path: Path, users: list[str], nice: int | None) -> p
     stop = threading.Event()
     holder = None
     if nice is not None:
-        holder = threading.Thread(target=_hold_niceness, args=(nice, stop), daemon=True)
+        holder = threading.Thread(target=hold_niceness, args=(nice, stop), daemon=True)
         holder.start()
     try:
         stack.seed_users(users)
