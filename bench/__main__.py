@@ -128,8 +128,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         slow = not args.quick  # RapidOCR takes minutes even on a few scans
         bench.section("9 ocr", lambda: bench.rows.extend(ocr.run(sizes.ocr_scans, log=log, slow=slow)[0]))
-    text = report.render(
+    report.publish(
         bench.rows,
+        out,
         title="pdfbatch benchmark"
         + (" (--quick: tiny corpora, figures are not meaningful)" if args.quick else ""),
         notes=[
@@ -137,11 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             *(f"section failed: {f}" for f in bench.failures),
             *closing_notes(bench.rows),
         ],
-        seconds=time.monotonic() - started,
+        started=started,
     )
-    print(text)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
     log(f"written to {out}")
     return 1 if bench.failures else 0
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from bench.report import Row, render
+from bench.report import Row, publish
 
 RESULTS = Path(__file__).resolve().parent / "results"
 THREADS = 5  # process_pdf's reserved concurrency
@@ -360,12 +360,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(message, flush=True)
 
     rows, notes = run(args.rounds, args.calls, log)
-    text = render(
-        rows, title="Where LocalStack's CPU per PDF goes", notes=notes, seconds=time.monotonic() - started
-    )
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
+    publish(rows, args.out, title="Where LocalStack's CPU per PDF goes", notes=notes, started=started)
     return 0
 
 

@@ -19,7 +19,7 @@ from statistics import median
 
 from bench import corpora, pipeline
 from bench import stack as st
-from bench.report import Row, render
+from bench.report import Row, publish
 from pdfbatch.ops import localstack
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -128,12 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     started = time.monotonic()
     rows = run(args.rounds)
-    text = render(
-        rows, title="LocalStack as it comes and trimmed", notes=NOTES, seconds=time.monotonic() - started
-    )
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
+    publish(rows, args.out, title="LocalStack as it comes and trimmed", notes=NOTES, started=started)
     return 0
 
 

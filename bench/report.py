@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import platform
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -103,3 +105,16 @@ def _cpus() -> int:
     import os
 
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 0
+
+
+def publish(
+    rows: Sequence[Row], out: Path, *, title: str, notes: Sequence[str] = (), started: float | None = None
+) -> str:
+    """render() the report (``started``: time.monotonic() at the run's start), print it and write it to
+    ``out``; the text."""
+    seconds = time.monotonic() - started if started is not None else None
+    text = render(rows, title=title, notes=notes, seconds=seconds)
+    print(text)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    return text

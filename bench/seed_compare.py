@@ -660,15 +660,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         st.reset_state()
         stack = st.up(lease.endpoint, log)
         rows, notes = run(stack, sizes.resumes, sizes.manuals, sizes.manual_pages, rounds, log, kinds)
-    text = report.render(
+    report.publish(
         rows,
+        out,
         title="pdfbatch against the seed system" + (" (--quick: tiny corpus)" if args.quick else ""),
         notes=notes,
-        seconds=time.monotonic() - started,
+        started=started,
     )
-    print(text)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
     log(f"written to {out}")
     return 0
 
