@@ -532,11 +532,11 @@ def _stack_sections(bench: Bench, stack: object, sections: set[str]) -> None:
         )
         # Would CPU priority isolate the lanes here? The OCR environments held at niceness 19 (the
         # text lane stays at the local stack's 10), the same pair measured again, then the ratio.
-        from bench.status_priority import _service_pids, hold_niceness
+        from bench.status_priority import hold_niceness, service_pids
 
         stop = threading.Event()
         holder = threading.Thread(
-            target=hold_niceness, args=(19, stop, lambda: _service_pids("pdfbatch-ocr-pdf")), daemon=True
+            target=hold_niceness, args=(19, stop, lambda: service_pids("pdfbatch-ocr-pdf")), daemon=True
         )
         holder.start()
         try:

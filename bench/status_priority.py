@@ -29,7 +29,7 @@ def _background_pids() -> list[int]:
     return [pid for pid, env in found if env.get("POWERTOOLS_SERVICE_NAME") != INTERACTIVE]
 
 
-def _service_pids(service: str) -> list[int]:
+def service_pids(service: str) -> list[int]:
     """Processes of ``service``'s execution environments (its forked readers too)."""
     return [
         pid for pid, env in localstack.lambda_processes() if env.get("POWERTOOLS_SERVICE_NAME") == service

@@ -174,7 +174,7 @@ class ObjectStore(Protocol):
         ...
 
     def delete_many(self, bucket: str, keys: Sequence[str]) -> list[str]:
-        """Delete objects in one request (at most 1,000; absent ones are fine); the keys S3 refused."""
+        """Delete objects, as few requests as S3 allows (absent ones are fine); the keys S3 refused."""
         ...
 
     def presigned_post(self, bucket: str, key: str, max_bytes: int, expires_in: int) -> dict[str, Any]:

@@ -154,16 +154,19 @@ class S3Store:
             raise _translate(exc) from exc
 
     def delete_many(self, bucket: str, keys: Sequence[str]) -> list[str]:
-        """One DeleteObjects for ``keys`` (quiet: only failures come back, per key, on an HTTP 200)."""
-        if not keys:
-            return []
-        try:
-            answer = self.client.delete_objects(
-                Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True}
-            )
-        except (ClientError, BotoCoreError) as exc:
-            raise _translate(exc) from exc
-        return [str(e.get("Key", "")) for e in answer.get("Errors", [])]
+        """DeleteObjects for ``keys``, 1,000 a request (S3's limit); quiet: only failures come back, per
+        key, on an HTTP 200."""
+        refused: list[str] = []
+        for start in range(0, len(keys), 1000):
+            try:
+                answer = self.client.delete_objects(
+                    Bucket=bucket,
+                    Delete={"Objects": [{"Key": k} for k in keys[start : start + 1000]], "Quiet": True},
+                )
+            except (ClientError, BotoCoreError) as exc:
+                raise _translate(exc) from exc
+            refused += [str(e.get("Key", "")) for e in answer.get("Errors", [])]
+        return refused
 
     def presigned_post(self, bucket: str, key: str, max_bytes: int, expires_in: int) -> dict[str, Any]:
         """A presigned POST for exactly ``key`` whose policy caps the size."""

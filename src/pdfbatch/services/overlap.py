@@ -83,7 +83,7 @@ class Invocation:
         self._fetches: dict[int, Future[bytes]] = {}
         self._ahead: dict[int, _Ahead] = {}
         self._linked: dict[Any, str] = {}  # users this invocation linked: id -> pdf_url
-        self._drops: list[tuple[Deps, FileTask]] = []  # linked files whose staged copies go at the end
+        self._drops: tuple[Deps, list[FileTask]] | None = None  # linked files: their copies go at the end
 
     @classmethod
     def of_records(
@@ -141,9 +141,8 @@ class Invocation:
         for fetch in self._fetches.values():
             fetch.cancel()
         if self._drops:  # one DeleteObjects for the invocation's linked files, not a DELETE each
-            deps = self._drops[0][0]
-            processing.drop_staged_copies(deps, [task for _, task in self._drops])
-            self._drops.clear()
+            processing.drop_staged_copies(*self._drops)
+            self._drops = None
         wait_all(list(self._fetches.values()))
         self._fetches.clear()
         self._ahead.clear()
@@ -197,7 +196,9 @@ class Invocation:
         return staged
 
     def _drop_later(self, deps: Deps, task: FileTask) -> None:
-        self._drops.append((deps, task))
+        if self._drops is None:
+            self._drops = (deps, [])
+        self._drops[1].append(task)
 
 
 def _copy(deps: Deps, read: Read, key: str) -> float:

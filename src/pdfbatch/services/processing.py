@@ -346,13 +346,7 @@ def drop_staged_copy(deps: Deps, task: FileTask) -> None:
     try:
         deps.store.delete(task.bucket, task.staging_key)
     except Exception:  # noqa: BLE001 - the link is recorded; a leftover copy only waits for the lifecycle rule
-        # Its own file's keys, said explicitly: the overlapped invocation deletes on a background thread
-        # while the logger's appended keys already name the next file (services/overlap.py).
-        logger.warning(
-            "staged copy not deleted; the lifecycle rule will expire it",
-            extra={"batch_id": task.batch_id, "file_index": task.index},
-            exc_info=True,
-        )
+        _left_to_lifecycle(task, exc_info=True)
 
 
 def drop_staged_copies(deps: Deps, tasks: Sequence[FileTask]) -> None:
@@ -364,18 +358,23 @@ def drop_staged_copies(deps: Deps, tasks: Sequence[FileTask]) -> None:
     for task in tasks:
         by_bucket.setdefault(task.bucket, []).append(task)
     for bucket, group in by_bucket.items():
-        for start in range(0, len(group), 1000):  # DeleteObjects takes at most 1,000 keys
-            part = group[start : start + 1000]
-            try:
-                refused = set(deps.store.delete_many(bucket, [t.staging_key for t in part]))
-            except Exception:  # noqa: BLE001 - the links are recorded; leftovers wait for the lifecycle rule
-                refused = {t.staging_key for t in part}
-            for task in part:
-                if task.staging_key in refused:
-                    logger.warning(
-                        "staged copy not deleted; the lifecycle rule will expire it",
-                        extra={"batch_id": task.batch_id, "file_index": task.index},
-                    )
+        try:
+            refused = set(deps.store.delete_many(bucket, [t.staging_key for t in group]))
+        except Exception:  # noqa: BLE001 - the links are recorded; leftovers wait for the lifecycle rule
+            refused = {t.staging_key for t in group}
+        for task in group:
+            if task.staging_key in refused:
+                _left_to_lifecycle(task)
+
+
+def _left_to_lifecycle(task: FileTask, exc_info: bool = False) -> None:
+    # The file's own keys, said explicitly: an invocation drops its files' copies when it ends, while the
+    # logger's appended keys name its last file (services/overlap.py).
+    logger.warning(
+        "staged copy not deleted; the lifecycle rule will expire it",
+        extra={"batch_id": task.batch_id, "file_index": task.index},
+        exc_info=exc_info,
+    )
 
 
 def unlinked_result(
