@@ -52,16 +52,19 @@ FAULTS = (
     "get",
     "copy",
     "missing",
-)  # injected per entry: its GET or its COPY fails, or it is gone
+    "delete",
+)  # injected per entry: its GET or its COPY fails, it is gone, or S3 refuses to delete its staged copy
 
 
 class FaultyStore:
     """The S3 store, with every GET (or COPY from) the listed staged keys failing as S3 being down; every
     call is noted with its thread."""
 
-    def __init__(self, store: Any, fail_get: set[str], fail_copy: set[str]) -> None:
+    def __init__(
+        self, store: Any, fail_get: set[str], fail_copy: set[str], fail_delete: frozenset[str] = frozenset()
+    ) -> None:
         self._store = store
-        self.fail_get, self.fail_copy = fail_get, fail_copy
+        self.fail_get, self.fail_copy, self.fail_delete = fail_get, fail_copy, fail_delete
         self.calls: list[tuple[str, str, str]] = []  # (operation, key, thread name)
         self.lock = threading.Lock()
 
@@ -84,11 +87,15 @@ class FaultyStore:
 
     def delete(self, bucket: str, key: str, version_id: str | None = None) -> None:
         self._note("delete", key)
+        if key in self.fail_delete:
+            raise DependencyUnavailable("s3", "injected")
         self._store.delete(bucket, key, version_id)
 
     def delete_many(self, bucket: str, keys: Sequence[str]) -> list[str]:
+        # S3 refuses the listed keys one by one, on an HTTP 200, and deletes the others
         self._note("delete_many", ",".join(keys))
-        refused: list[str] = self._store.delete_many(bucket, keys)
+        refused = [k for k in keys if k in self.fail_delete]
+        self._store.delete_many(bucket, [k for k in keys if k not in self.fail_delete])
         return refused
 
     def __getattr__(self, name: str) -> Any:
@@ -136,6 +143,7 @@ def make_world(kinds: list[str], faults: list[str | None], overlap: bool) -> Wor
         deps.store,
         {k for k, f in zip(keys, faults, strict=True) if f == "get"},
         {k for k, f in zip(keys, faults, strict=True) if f == "copy"},
+        frozenset(k for k, f in zip(keys, faults, strict=True) if f == "delete"),
     )
     return World(replace(deps, store=store), batch, store)  # type: ignore[arg-type]
 
@@ -195,8 +203,9 @@ def batches(draw: st.DrawFn) -> tuple[list[str], list[str | None], list[tuple[in
 def test_overlapped_invocation_ends_exactly_as_one_file_after_another(
     aws_credentials: None, batch: tuple[list[str], list[str | None], list[tuple[int, int]]]
 ) -> None:
-    # GIVEN a staged batch of generated entries, S3 failing the GET or the COPY of some of them (or their
-    # staged copy gone), and an event of their messages in any order, some twice, first or last receives
+    # GIVEN a staged batch of generated entries, S3 failing the GET or the COPY of some of them, or the
+    # delete of their staged copy (or that copy gone), and an event of their messages in any order, some
+    # twice, first or last receives
     kinds, faults, records = batch
     seen = []
     for overlap in (False, True):
@@ -206,7 +215,15 @@ def test_overlapped_invocation_ends_exactly_as_one_file_after_another(
             seen.append(run(world, records))
             if overlap:
                 assert_counters_match_ledger(world.deps, world.batch_id)
-    # THEN the same messages failed, and every ledger row, link, object and counter is the same
+    # THEN a staged copy is gone exactly when its file was linked and S3 did not refuse its delete
+    linked = {r[0] for r in seen[1]["rows"] if r[1] == "linked"}
+    kept = [
+        staging_key("B", i)
+        for i, fault in enumerate(faults)
+        if fault != "missing" and (i not in linked or fault == "delete")
+    ]
+    assert [o for o in seen[1]["objects"] if o.startswith("staging/")] == kept
+    # AND the same messages failed, and every ledger row, link, object and counter is the same
     sequential, overlapped = seen
     assert overlapped == sequential
 
