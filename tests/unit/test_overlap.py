@@ -361,3 +361,24 @@ def test_a_refused_batch_delete_leaves_the_outcomes_as_they_are(
         staging_key("B", 0),
         staging_key("B", 1),
     ]
+
+
+def test_delete_many_deletes_past_s3s_thousand_keys_a_request(world: Any) -> None:
+    # GIVEN 1,003 objects (S3 takes at most 1,000 keys in one DeleteObjects), and the requests noted
+    w: World = world(["alice"], [None], True)
+    store = w.store._store
+    keys = [f"staging/many/{i:07d}.pdf" for i in range(1003)]
+    for key in keys:
+        store.put_bytes(BUCKET, key, b"%PDF-", "application/pdf")
+    sizes: list[int] = []
+
+    def note(params: dict[str, Any], **_: Any) -> None:
+        sizes.append(len(params["Delete"]["Objects"]))
+
+    store.client.meta.events.register("before-parameter-build.s3.DeleteObjects", note)
+    # WHEN the S3 adapter deletes them in one call
+    refused = store.delete_many(BUCKET, keys)
+    # THEN none is refused or left, in requests of at most 1,000 keys
+    listed = store.client.list_objects_v2(Bucket=BUCKET, Prefix="staging/many/")
+    assert refused == [] and listed.get("KeyCount", 0) == 0
+    assert sizes == [1000, 3]
