@@ -252,28 +252,26 @@ class Hook:
         self.httpd.server_close()
 
 
-def upload_with_callback(page: Any, stack: dict[str, Any], callback_url: str, zip_path: Path) -> str:
-    """On the page: the key and ``callback_url`` entered, ``zip_path`` picked and uploaded; the batch id."""
-    page.goto(stack["outputs"]["LocalApiUrl"])
-    page.fill("#api-key", stack["api"].api_key)
-    page.click("#save-key")
-    page.wait_for_selector("#key-status:not(.bad):text-is('Key accepted.')")
-    page.fill("#callback-url", callback_url)
-    page.set_input_files("#file", str(zip_path))
-    page.wait_for_selector(DONE, timeout=WAIT_MS)
-    return str(page.text_content("#batch-id"))
-
-
 def test_a_callback_url_entered_on_the_page_gets_the_summary_and_the_page_says_so(
     stack: dict[str, Any], browser: Any, tmp_path: Path
 ) -> None:
+    corpus = samples.Corpus()
+    corpus.add("one.pdf", samples.text_pdf([["nothing to link"]]))
+    zip_path = tmp_path / "one.zip"
+    corpus.write_zip(zip_path)
     hook = Hook()
     page = browser.new_page()
     watch = Watch(page)
     try:
         # GIVEN a person who enters the key and a callback URL, then picks the ZIP
-        url = f"http://127.0.0.1:{hook.port}/page-hook?token=from-the-page"
-        batch_id = upload_with_callback(page, stack, url, one_pdf_zip(tmp_path))
+        page.goto(stack["outputs"]["LocalApiUrl"])
+        page.fill("#api-key", stack["api"].api_key)
+        page.click("#save-key")
+        page.wait_for_selector("#key-status:not(.bad):text-is('Key accepted.')")
+        page.fill("#callback-url", f"http://127.0.0.1:{hook.port}/page-hook?token=from-the-page")
+        page.set_input_files("#file", str(zip_path))
+        page.wait_for_selector(DONE, timeout=WAIT_MS)
+        batch_id = page.text_content("#batch-id")
         # THEN the batch was created with it: the summary arrives, and the page says where it went
         page.wait_for_selector("#callback:text-is('Summary delivered to 127.0.0.1.')", timeout=60_000)
         assert any(json.loads(b)["batchId"] == batch_id for b in hook.bodies)
@@ -320,12 +318,22 @@ def test_a_refused_callback_url_is_explained_and_nothing_is_created(
 def test_a_failed_read_of_the_delivery_state_is_said_on_the_page_and_the_follow_goes_on(
     stack: dict[str, Any], browser: Any, tmp_path: Path
 ) -> None:
+    corpus = samples.Corpus()
+    corpus.add("one.pdf", samples.text_pdf([["nothing to link"]]))
+    zip_path = tmp_path / "one.zip"
+    corpus.write_zip(zip_path)
     hook = Hook(refuse=1)  # the first delivery fails: the page follows the retry (backoff from 30 s)
     page = browser.new_page()
     try:
         # GIVEN a batch with a callback URL uploaded through the page, and its first delivery refused
-        url = f"http://127.0.0.1:{hook.port}/page-hook?token=follow"
-        batch_id = upload_with_callback(page, stack, url, one_pdf_zip(tmp_path))
+        page.goto(stack["outputs"]["LocalApiUrl"])
+        page.fill("#api-key", stack["api"].api_key)
+        page.click("#save-key")
+        page.wait_for_selector("#key-status:not(.bad):text-is('Key accepted.')")
+        page.fill("#callback-url", f"http://127.0.0.1:{hook.port}/page-hook?token=follow")
+        page.set_input_files("#file", str(zip_path))
+        page.wait_for_selector(DONE, timeout=WAIT_MS)
+        batch_id = page.text_content("#batch-id")
         # WHEN the page's reads of the batch fail while it follows the delivery
         message = "redis is unavailable, try again shortly"
         unavailable = json.dumps({"error": "unavailable", "message": message})
