@@ -12,6 +12,11 @@ Decision, or None while the pages read so far decide nothing and the scan should
   FIRST (PDFBATCH_MATCH_POLICY=first): the first address in document order that belongs to a user
     wins; if two rows share that address it is AMBIGUOUS all the same (never an arbitrary pick).
 
+A line break next to an address may join or separate it (``Readings``: what each plausible reading names,
+None for no address). The page's outcome is decided over every combination of the readings on it: when
+all combinations give the same outcome, that is the outcome; when they do not (two readings naming two
+users, or one naming a user and another nobody) -> AMBIGUOUS_WRAP: nobody is linked, and the page decides.
+
 At the end of the document without a decision: NO_USER when any address was seen, NO_EMAIL when the
 document had text but no address, NO_TEXT_LAYER when it had no text at all.
 
@@ -21,6 +26,7 @@ No I/O, no PDF library: it knows nothing of how the addresses were found or look
 from __future__ import annotations
 
 import enum
+import itertools
 import unicodedata
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
@@ -49,11 +55,23 @@ class MatchPolicy(enum.StrEnum):
     FIRST = "first"  # the first user's address in document order
 
 
+class Readings(tuple[str | None, ...]):
+    """One place on a page read two or more plausible ways across a line break: the address each reading
+    names (``normalise``d), None where a reading names no address."""
+
+    __slots__ = ()
+
+
+# Combinations of readings decided one by one on a page; a page with more is AMBIGUOUS_WRAP unseen (a
+# page has one or two such places; 2**6 is far beyond any résumé).
+MAX_COMBINATIONS = 64
+
+
 @dataclass(frozen=True)
 class Decision(Generic[R]):
     """The verdict on one document: ``user`` only when MATCHED; ``page`` (1-based) that decided."""
 
-    reason: Reason  # MATCHED | AMBIGUOUS | NO_USER | NO_EMAIL | NO_TEXT_LAYER
+    reason: Reason  # MATCHED | AMBIGUOUS | AMBIGUOUS_WRAP | NO_USER | NO_EMAIL | NO_TEXT_LAYER
     user: R | None = None
     users_named: int = 0  # distinct users named on the deciding page (AMBIGUOUS: 2 or more)
     page: int | None = None
@@ -62,7 +80,7 @@ class Decision(Generic[R]):
 
 @overload
 def decide(
-    pages: Sequence[Sequence[str]],
+    pages: Sequence[Sequence[str | Readings]],
     rows: Iterable[R],
     policy: MatchPolicy = ...,
     *,
@@ -73,7 +91,7 @@ def decide(
 
 @overload
 def decide(
-    pages: Sequence[Sequence[str]],
+    pages: Sequence[Sequence[str | Readings]],
     rows: Iterable[R],
     policy: MatchPolicy = ...,
     *,
@@ -83,7 +101,7 @@ def decide(
 
 
 def decide(
-    pages: Sequence[Sequence[str]],
+    pages: Sequence[Sequence[str | Readings]],
     rows: Iterable[R],
     policy: MatchPolicy = MatchPolicy.UNIQUE,
     *,
@@ -92,33 +110,78 @@ def decide(
 ) -> Decision[R] | None:
     """The decision the pages read so far support, or None to read on.
 
-    ``pages``: each page's visible, whole candidate addresses in document order (``normalise``d), every
-    page read so far in page order. ``rows``: what the lookup returned for them (any order, duplicates
-    kept). ``complete``: no page follows (the document ended or the page limit was reached): then a
-    decision is always returned, ``any_text`` telling NO_EMAIL from NO_TEXT_LAYER.
+    ``pages``: each page's visible, whole candidate addresses in document order (``normalise``d), or
+    the ``Readings`` of one place; every page read so far, in page order. ``rows``: what the lookup
+    returned for them (any order, duplicates kept). ``complete``: no page follows (the document ended
+    or the page limit was reached): then a decision is always returned, ``any_text`` telling NO_EMAIL
+    from NO_TEXT_LAYER.
     """
     by_email: dict[str, dict[Hashable, R]] = {}
     for row in rows:
         by_email.setdefault(normalise(row.email), {}).setdefault(row.id, row)
     for number, candidates in enumerate(pages, start=1):
-        named = [email for email in candidates if email in by_email]
-        if not named:
-            continue
-        if policy is MatchPolicy.FIRST:
-            named = named[:1]
-        users: dict[Hashable, R] = {}
-        for email in named:
-            for key, row in by_email[email].items():
-                users.setdefault(key, row)  # one user: the row of its first address on the page
-        if len(users) == 1:
-            (user,) = users.values()
-            return Decision(Reason.MATCHED, user, 1, number, named[0])
-        return Decision(Reason.AMBIGUOUS, None, len(users), number)
+        places = [c for c in candidates if isinstance(c, Readings) and any(e in by_email for e in c)]
+        if not places:
+            decision = _page(number, [c for c in candidates if isinstance(c, str)], by_email, policy)
+        else:
+            decision = _over_readings(number, candidates, by_email, policy)
+        if decision is not None:
+            return decision
     if not complete:
         return None
     if any(pages):
         return Decision(Reason.NO_USER)
     return Decision(Reason.NO_EMAIL if any_text else Reason.NO_TEXT_LAYER)
+
+
+def _page(
+    number: int, candidates: Sequence[str], by_email: dict[str, dict[Hashable, R]], policy: MatchPolicy
+) -> Decision[R] | None:
+    """What one page with one reading decides (None: it names no user)."""
+    named = [email for email in candidates if email in by_email]
+    if not named:
+        return None
+    if policy is MatchPolicy.FIRST:
+        named = named[:1]
+    users: dict[Hashable, R] = {}
+    for email in named:
+        for key, row in by_email[email].items():
+            users.setdefault(key, row)  # one user: the row of its first address on the page
+    if len(users) == 1:
+        (user,) = users.values()
+        return Decision(Reason.MATCHED, user, 1, number, named[0])
+    return Decision(Reason.AMBIGUOUS, None, len(users), number)
+
+
+def _over_readings(
+    number: int,
+    candidates: Sequence[str | Readings],
+    by_email: dict[str, dict[Hashable, R]],
+    policy: MatchPolicy,
+) -> Decision[R] | None:
+    """The page's outcome when every combination of its readings gives the same; else AMBIGUOUS_WRAP."""
+    choices = [c if isinstance(c, Readings) else (c,) for c in candidates]
+    count = 1
+    for options in choices:
+        count *= len(options)
+    if count > MAX_COMBINATIONS:
+        return Decision(Reason.AMBIGUOUS_WRAP, page=number)
+    outcomes: set[tuple[Reason, Hashable] | None] = set()
+    first: Decision[R] | None = None
+    for combination in itertools.product(*choices):
+        decision = _page(number, [e for e in combination if e is not None], by_email, policy)
+        if first is None:
+            first = decision
+        if decision is None:
+            outcomes.add(None)
+        elif decision.reason is Reason.MATCHED:
+            assert decision.user is not None
+            outcomes.add((Reason.MATCHED, decision.user.id))
+        else:
+            outcomes.add((Reason.AMBIGUOUS, None))
+        if len(outcomes) > 1:
+            return Decision(Reason.AMBIGUOUS_WRAP, page=number)
+    return first
 
 
 def normalise(email: str) -> str:

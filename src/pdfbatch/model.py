@@ -31,6 +31,7 @@ class Reason(enum.StrEnum):
     NO_EMAIL = "no_email"
     NO_USER = "no_user"
     AMBIGUOUS = "ambiguous"  # the deciding page names two or more users: nobody is linked
+    AMBIGUOUS_WRAP = "ambiguous_wrap"  # a line break reads two ways that name different users (or nobody)
     OCR_PAGE_LIMIT = "ocr_page_limit"  # a scan whose first OCR pages named nobody, with more pages unread
     # skipped_already_exists
     ALREADY_LINKED = "already_linked"
@@ -59,6 +60,7 @@ REASON_OUTCOME: dict[str, str] = {
     Reason.NO_EMAIL: Outcome.SKIPPED_NO_MATCH,
     Reason.NO_USER: Outcome.SKIPPED_NO_MATCH,
     Reason.AMBIGUOUS: Outcome.SKIPPED_NO_MATCH,
+    Reason.AMBIGUOUS_WRAP: Outcome.SKIPPED_NO_MATCH,
     Reason.OCR_PAGE_LIMIT: Outcome.SKIPPED_NO_MATCH,
     Reason.ALREADY_LINKED: Outcome.SKIPPED_ALREADY_EXISTS,
     Reason.MALFORMED_PDF: Outcome.FAILED,
@@ -251,6 +253,10 @@ REASON_TEXT: dict[str, str] = {
     Reason.NO_EMAIL: "no email address found",
     Reason.NO_USER: "email address found, but no user has it",
     Reason.AMBIGUOUS: "names more than one user on the same page, so it was linked to nobody",
+    Reason.AMBIGUOUS_WRAP: (
+        "an address broken across two lines reads as different users (or as a user and nobody), "
+        "so it was linked to nobody"
+    ),
     Reason.OCR_PAGE_LIMIT: "a scan whose first pages (read by OCR, up to the page limit) name no user",
     Reason.ALREADY_LINKED: "the user already has a PDF on file",
     Reason.MALFORMED_PDF: "not a readable PDF (damaged, truncated or another file type)",

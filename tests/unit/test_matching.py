@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pdfbatch.matching import Decision, MatchPolicy, decide, normalise
+from pdfbatch.matching import Decision, MatchPolicy, Readings, decide, normalise
 from pdfbatch.model import REASON_OUTCOME, Outcome, Reason
 
 
@@ -93,6 +93,26 @@ def test_stored_addresses_are_compared_trimmed_nfc_and_lowercased_never_fuzzily(
 
 def test_ambiguous_is_a_skip() -> None:
     assert REASON_OUTCOME[Reason.AMBIGUOUS] == Outcome.SKIPPED_NO_MATCH
+    assert REASON_OUTCOME[Reason.AMBIGUOUS_WRAP] == Outcome.SKIPPED_NO_MATCH
+
+
+@pytest.mark.parametrize("policy", list(MatchPolicy))
+def test_readings_that_name_different_users_or_nobody_link_nobody(policy: MatchPolicy) -> None:
+    # GIVEN one place read two ways: Anna or Bob, Anna or nobody
+    for readings in (Readings(("anna@example.com", "bob@example.com")), Readings(("anna@example.com", None))):
+        # WHEN decided  THEN nobody, and the page decides (the next page's Bob does not count)
+        decision = decide([[readings], ["bob@example.com"]], [ANNA, BOB], policy)
+        assert decision == Decision(Reason.AMBIGUOUS_WRAP, page=1), readings
+
+
+def test_readings_that_all_name_one_user_link_that_user() -> None:
+    # GIVEN a place read as Anna or nobody on a page that also shows Anna's address plainly
+    pages: list[list[str | Readings]] = [["anna@example.com", Readings(("anna@example.com", None))]]
+    # THEN every combination names Anna: linked
+    assert decide(pages, [ANNA]) == Decision(Reason.MATCHED, ANNA, 1, 1, "anna@example.com")
+    # AND readings that name nobody known decide nothing
+    assert decide([[Readings(("x@example.com", None))]], [ANNA]) is None
+    assert decide([[Readings(("x@example.com", None))]], [ANNA], complete=True) == Decision(Reason.NO_USER)
 
 
 _emails = st.sampled_from([f"u{i}@example.com" for i in range(6)])

@@ -173,6 +173,62 @@ def test_a_wrapped_head_after_other_words_gives_no_candidate_rather_than_a_tail(
     assert linked(data, "lopez@gmail.com") is None
 
 
+@pytest.mark.parametrize(
+    "following",
+    [
+        "I look forward to hearing from you.",
+        "linkedin.com/in/oscar",
+        "Phone: +33 6 12 34 56 78",
+        "Regards,",
+        "Me",
+    ],
+)
+def test_an_address_ending_a_sentence_on_its_own_line_is_read(following: str) -> None:
+    # GIVEN the commonest sentence of a cover letter on its own line, any line after it (issue 22)
+    data = layouts.resume(
+        layouts.line(50, 650, "Reach me at oscar.wu@example.org."), layouts.line(50, 636, following)
+    )
+    # WHEN scanned  THEN the full stop ends the address: oscar is linked
+    assert scanned(data, "oscar.wu@example.org").reason == Reason.MATCHED
+    assert linked(data, "oscar.wu@example.org") == "oscar.wu@example.org"
+
+
+def test_a_full_stop_that_may_also_be_a_wrap_links_nobody_and_says_so() -> None:
+    # GIVEN the address ending a full line, a lone lower-case TLD below ("...example.org." / "com")
+    data = layouts.resume(
+        layouts.line(50, 650, "Reach me at oscar.wu@example.org."), layouts.line(50, 636, "com")
+    )
+    # WHEN scanned with one reading a user  THEN nobody, and the reason says why
+    for users in (
+        ["oscar.wu@example.org"],
+        ["oscar.wu@example.org.com"],
+        ["oscar.wu@example.org", "oscar.wu@example.org.com"],
+    ):
+        result = scanned(data, *users)
+        assert (result.reason, result.match) == (Reason.AMBIGUOUS_WRAP, None), users
+    # AND with neither a user: no_user
+    assert scanned(data, "someone@example.org").reason == Reason.NO_USER
+
+
+def test_the_tail_of_a_head_in_a_narrow_sidebar_is_never_linked() -> None:
+    # GIVEN a narrow sidebar: "Email: firstname." (a short line) above "lastname@domain.com" (issue 22)
+    head, tail = "Email: firstname.", "lastname@domain.com"
+    assert layouts.width(head + tail[0]) < layouts.width(tail)  # the head's line ended early
+    data = layouts.resume(
+        layouts.line(50, 650, "Profile"),
+        layouts.line(50, 636, head),
+        layouts.line(50, 622, tail),
+        layouts.line(50, 608, "+1 555 0100"),
+    )
+    # WHEN scanned with the tail a user  THEN nobody is linked (the head could start the address)
+    assert linked(data, "lastname@domain.com") is None
+    # AND the whole address is the owner's
+    assert (
+        linked(data, "lastname@domain.com", "firstname.lastname@domain.com")
+        == "firstname.lastname@domain.com"
+    )
+
+
 @pytest.mark.parametrize("width", [60, 80, 100, 140])
 def test_fpdf2_multi_cell_wraps_are_read_whole(width: int) -> None:
     # GIVEN fpdf2's own multi_cell breaking two addresses in a narrow column (the issue's producer)

@@ -10,18 +10,22 @@ glyphs are (their loose boxes, in page space) around every "@":
   about the same gap on both sides), the address is tracked: generated spaces up to 1.6 times that gap
   are dropped, wider ones (the word spaces of the heading) end the address.
 - Line wraps. A line break is inside an address only when the two lines are one block (the second
-  directly below the first, same size, aligned left, centred or right) and the first line is full (the
-  next line's first glyph would not have fitted before the block's right edge) or ends with a hyphen;
-  a line that ends early ends its word ("Email" / "jane@..."). On the local-part side a full line
-  holding nothing but the head fragment is joined (a word too long for the line, broken by the layout
-  engine); a word of letters after other words is a word wrap before the address ("please write to" /
-  "jane@..."); any other head after other words (``Contact: maria.`` / ``lopez@gmail.com``) gives
-  neither reading: no candidate, since the tail alone (``lopez@...``) is someone else's address. On
-  the domain side a domain ending in a dot is joined (``maria@gmail.`` / ``com``), an unfinished one
-  on a full line too (``gma`` / ``il.com``); a complete one (``gmail.co`` / ``m``) only when the
-  joined last label is a real top-level domain (``com``), never to a word of the next line
-  (``gmail.com`` / ``Phone``). The head or tail fragment of a re-joined address is never a candidate
-  on its own.
+  directly below the first, same size, aligned left, centred or right). Every such break has two
+  readings, joined and separate, and is decided JOIN, END or EITHER (both plausible). On the
+  local-part side a head ending in ``. _ + -`` goes on, however early its line ended (``Email:
+  firstname.`` / ``lastname@domain``: the tail alone is no reading, since TeX's ``\\url`` and others
+  break after a dot); otherwise a line that ends early ends its word ("Email" / "jane@..."), a full
+  line holding nothing but the head is joined (a word too long for it), a word of letters after other
+  words is a word wrap ("please write to" / "jane@..."), and any other head on a full line is joined
+  (``oscar.w`` / ``u@...``). On the domain side an unfinished domain ending in a dot is joined
+  (``maria@gmail.`` / ``com``); a full stop after a complete domain ends it (``Reach me at
+  oscar.wu@example.org.`` / "I look forward"), unless the line is full and the next starts with one
+  lower-case label that is a real top-level domain (``...@mail.co.`` / ``uk``): EITHER. An
+  unfinished domain on a full line is joined (``gma`` / ``il.com``); a complete one (``gmail.co`` /
+  ``m``) only when the joined last label is a real top-level domain (``com``), never to a word of the
+  next line (``gmail.com`` / ``Phone``). An EITHER break gives the occurrence ``readings`` (what each
+  combination names), which pdfbatch.matching decides over. The head or tail fragment of a re-joined
+  address is never a candidate on its own.
 - Glyphs without a Unicode mapping (NUL) end an address; invisible extraction artefacts are skipped.
 
 Pure: it reads the characters through the small ``Glyphs`` interface (pages.py implements it over
@@ -59,6 +63,7 @@ _MAX_LOCAL = 65  # one more than a local part may hold, so a longer run is seen 
 _MAX_DOMAIN = 254
 _TRACKING_RATIO = 1.6  # a generated space this much wider than the tracking is a word space
 _HYPHENS = "-\u2010\u2011\ufffe"
+_CONTINUES = "._+"  # a local part's characters that no word ends with: a head ending in one goes on
 
 
 class Glyphs(Protocol):
@@ -80,16 +85,21 @@ class Glyphs(Protocol):
 
 @dataclass(frozen=True)
 class Occurrence:
-    """One place an address is shown: the glyphs (by index) that draw it, generated characters excluded."""
+    """One place an address is shown: the glyphs (by index) that draw it, generated characters excluded.
+
+    ``readings``: when a line break next to it may join or separate and both readings are plausible,
+    what each reading names (None: no address), the joined one first; ``email`` is the first address
+    among them. Empty when the glyphs read one way only. pdfbatch.matching decides over them."""
 
     email: str
     glyphs: tuple[int, ...]
+    readings: tuple[str | None, ...] = ()
 
 
 class _Break(enum.Enum):
     JOIN = "join"  # one word across the line break
     END = "end"  # the break ends the address
-    UNSURE = "unsure"  # either reading is plausible: no address from here
+    EITHER = "either"  # both readings are plausible: the address has readings
 
 
 def occurrences(glyphs: Glyphs) -> list[Occurrence]:
@@ -128,10 +138,26 @@ class _Reader:
 
     def address_at(self, at: int) -> Occurrence | None:
         tracking = self._tracking(at)
-        left = self._walk(at, -1, tracking)
-        right = self._walk(at, +1, tracking)
-        if left is None or right is None:
+        left, left_fork = self._walk(at, -1, tracking)
+        right, right_fork = self._walk(at, +1, tracking)
+        joined = self._read(at, left, right)
+        if left_fork is None and right_fork is None:
+            return joined
+        # A break that may join or separate: every combination of the two sides' readings.
+        lefts = [left] if left_fork is None else [left, [*left[:left_fork], (" ", None)]]
+        rights = [right] if right_fork is None else [right, [*right[:right_fork], (" ", None)]]
+        found = [self._read(at, lf, rt) for lf in lefts for rt in rights]
+        readings = tuple(dict.fromkeys(o.email if o is not None else None for o in found))
+        anyone = next((o for o in found if o is not None), None)
+        if anyone is None:
             return None
+        if len(readings) == 1:
+            return anyone
+        return Occurrence(anyone.email, joined.glyphs if joined is not None else anyone.glyphs, readings)
+
+    def _read(
+        self, at: int, left: list[tuple[str, int | None]], right: list[tuple[str, int | None]]
+    ) -> Occurrence | None:
         reading = [*reversed(left), ("@", at), *right]
         string = "".join(char for char, _ in reading)
         position = len(left)
@@ -141,13 +167,17 @@ class _Reader:
                 return Occurrence(email, indices)
         return None
 
-    def _walk(self, at: int, step: int, tracking: float | None) -> list[tuple[str, int | None]] | None:
+    def _walk(
+        self, at: int, step: int, tracking: float | None
+    ) -> tuple[list[tuple[str, int | None]], int | None]:
         """The characters read from the "@" outwards until the address must end (the boundary
-        character included, so the pattern sees it); None when a line break leaves it unsure."""
+        character included, so the pattern sees it), and where a line break that may also separate
+        was read across (the length of the characters before it), if one was."""
         text, glyphs = self.text, self.glyphs
         accepts = is_local_char if step < 0 else is_domain_char
         limit = _MAX_LOCAL if step < 0 else _MAX_DOMAIN
         out: list[tuple[str, int | None]] = []
+        fork: int | None = None
         i = at + step
         while 0 <= i < len(text) and len(out) < limit:
             char = text[i]
@@ -173,9 +203,9 @@ class _Reader:
                         break
                 else:
                     verdict = self._wrap(before, after, at, out, step)
-                    if verdict is _Break.UNSURE:
-                        return None
-                    if verdict is _Break.END:
+                    if verdict is _Break.EITHER and fork is None:
+                        fork = len(out)  # read on across it; the caller also reads it as separating
+                    elif verdict is not _Break.JOIN:
                         out.append((" ", None))
                         break
                 i = before if step < 0 else after
@@ -189,7 +219,7 @@ class _Reader:
             if not accepts(char):
                 break
             i += step
-        return out
+        return out, fork
 
     # --- letter spacing ---
 
@@ -294,21 +324,24 @@ class _Reader:
         return self._domain_wrap(at, read, after, full)
 
     def _local_wrap(self, before: int, top_line: tuple[int, int], full: bool) -> _Break:
-        if not full:
-            return _Break.END  # a line that ends early ends its word: "Email" / "jane@..."
         head_start = before
         while head_start > top_line[0] and is_local_char(self.text[head_start - 1]):
             head_start -= 1
         if head_start > 0 and self.text[head_start - 1] == "@":
             return _Break.END  # the top line ends an address of its own; this one starts below
+        head = self.text[head_start : before + 1]
+        if head[-1] in _CONTINUES:
+            # A head that could start an address ("Email: firstname." / "lastname@..."): the tail
+            # alone is not a plausible reading, however early the line ended (TeX's \url, for one,
+            # breaks after a dot, so a short line says nothing about the unbreakable chunk below).
+            return _Break.JOIN
+        if not full:
+            return _Break.END  # a line that ends early ends its word: "Email" / "jane@..."
         if head_start == top_line[0]:
             return _Break.JOIN  # the whole line is the head: a word too long for it, broken by the layout
-        head = self.text[head_start : before + 1]
         if head.isalpha():
             return _Break.END  # a word wrapped before the address ("... write to" / "jane@...")
-        # Other words precede a head that looks like part of an address ("Contact: maria." /
-        # "lopez@..."): a layout that breaks anywhere. No candidate rather than a tail.
-        return _Break.UNSURE
+        return _Break.JOIN  # a head with an address's characters in it, broken anywhere ("oscar.w" / "u@")
 
     def _domain_wrap(self, at: int, read: list[tuple[str, int | None]], after: int, full: bool) -> _Break:
         domain = "".join(char for char, _ in read)
@@ -316,7 +349,21 @@ class _Reader:
         if not tail or self.text[after + len(tail) : after + len(tail) + 1] == "@":
             return _Break.END  # the next line starts an address of its own
         if domain.endswith("."):
-            return _Break.JOIN  # "maria@gmail." / "com": nothing else can follow a dot
+            body = domain[:-1]
+            if "." not in body or _tld(body.rsplit(".", 1)[-1]) is not True:
+                return _Break.JOIN  # "maria@gmail." / "com": an unfinished domain goes on after its dot
+            # A sentence's full stop after a complete address ends it ("... oscar.wu@example.org." /
+            # "I look forward ..."), unless the line is full and the next one starts with one label
+            # in lower case that is a real TLD ("...@mail.co." / "uk"): then both readings are plausible.
+            label = tail.rstrip(".")
+            if (
+                not full
+                or "." in label
+                or _tld(label) is not True
+                or (label[0].isupper() and not body.isupper())
+            ):
+                return _Break.END
+            return _Break.EITHER
         if not full:
             return _Break.END
         last = domain.rsplit(".", 1)[-1] if "." in domain else ""

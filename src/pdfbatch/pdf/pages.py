@@ -23,7 +23,7 @@ from __future__ import annotations
 import ctypes
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
@@ -48,6 +48,7 @@ class _Page:
     candidates: list[str]
     any_text: bool
     pages_read: int
+    readings: list[list[str | None]] = field(default_factory=list)  # places read two ways (glyphs.Occurrence)
 
 
 class _Document:
@@ -78,11 +79,12 @@ class _Document:
             with PDFIUM_LOCK:
                 self._close_page()
                 self._page = page = _OpenPage(self._doc, index, self._forms)
-            emails = list(dict.fromkeys(o.email for o in page.occurrences))
+            emails = list(dict.fromkeys(o.email for o in page.occurrences if not o.readings))
             fresh = [e for e in emails if e not in self._offered or e in self._users]
             self._offered.update(emails)
+            readings = [list(o.readings) for o in page.occurrences if o.readings]
             any_text = any_text or page.any_text
-            yield _Page(fresh, any_text, index + 1)
+            yield _Page(fresh, any_text, index + 1, readings)
 
     def visible(self, emails: Sequence[str]) -> list[str]:
         """Those of ``emails`` that a person sees on the page read last (at least one occurrence of each
@@ -142,7 +144,8 @@ class _OpenPage:
                 (
                     min(o.glyphs)
                     for o in self.occurrences
-                    if o.email == email and visibility.shows(self.page, self.textpage, self.checks, o.glyphs)
+                    if (o.email == email or email in o.readings)
+                    and visibility.shows(self.page, self.textpage, self.checks, o.glyphs)
                 ),
                 None,
             )

@@ -111,8 +111,9 @@ class _Remote:
                 if message[0] != "page":
                     raise RuntimeError("PDF reader broke off a page")
                 candidates.extend(message[1])
-            self._awaiting_verdict = bool(candidates)
-            return _Page(candidates=candidates, any_text=message[3], pages_read=message[4])
+            readings: list[list[str | None]] = message[5]
+            self._awaiting_verdict = bool(candidates or readings)
+            return _Page(candidates, message[3], message[4], readings)
         self._idle = True
         if kind == "end":
             return None
@@ -252,15 +253,17 @@ def _read_one(conn: Connection) -> bool:  # pragma: no cover - runs in the forke
         last: _Page | None = None  # pages without candidates are only told about at the end (fewer messages)
         for page in document.pages():
             last = page
-            if not page.candidates:
+            if not page.candidates and not page.readings:
                 continue
             last = None
             for chunk, final in _chunks(page.candidates):
-                conn.send_bytes(json.dumps(["page", chunk, final, page.any_text, page.pages_read]).encode())
+                readings = page.readings if final else []
+                message = ["page", chunk, final, page.any_text, page.pages_read, readings]
+                conn.send_bytes(json.dumps(message).encode())
             if not _answer(conn, document):
                 return True
         if last is not None:
-            conn.send_bytes(json.dumps(["page", [], True, last.any_text, last.pages_read]).encode())
+            conn.send_bytes(json.dumps(["page", [], True, last.any_text, last.pages_read, []]).encode())
         conn.send_bytes(b'["end"]')
         return True
     except PdfRejected as exc:

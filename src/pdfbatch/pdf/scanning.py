@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Generic, Protocol
 
 from pdfbatch.errors import PdfTimeout
-from pdfbatch.matching import Decision, MatchPolicy, R, decide, normalise
+from pdfbatch.matching import Decision, MatchPolicy, R, Readings, decide, normalise
 from pdfbatch.model import Reason
 from pdfbatch.pdf.pages import _Document, _Page
 from pdfbatch.pdf.reader import _Remote
@@ -32,7 +32,7 @@ from pdfbatch.pdf.structure import PdfInfo
 class Scan(Generic[R]):
     """What scanning one PDF found; ``match`` is the users row it names (MATCHED only)."""
 
-    reason: Reason  # MATCHED | AMBIGUOUS | NO_TEXT_LAYER | NO_EMAIL | NO_USER
+    reason: Reason  # MATCHED | AMBIGUOUS | AMBIGUOUS_WRAP | NO_TEXT_LAYER | NO_EMAIL | NO_USER
     email: str | None  # the address that linked (MATCHED only)
     match: R | None
     pages_read: int
@@ -84,7 +84,7 @@ def scan(
     looked_up: set[str] = set()
     rows: list[R] = []
     users: set[str] = set()  # candidates that belong to at least one row
-    pages: list[list[str]] = []  # per page read: its visible candidates
+    pages: list[list[str | Readings]] = []  # per page read: its visible candidates
 
     def left() -> float:
         return budget_seconds - (clock() - started - lookup_seconds)
@@ -122,7 +122,8 @@ def scan(
                 raise RuntimeError("PDF reader sent the document twice")
             pages_read, any_text = page.pages_read, page.any_text
             pages.extend([] for _ in range(pages_read - 1 - len(pages)))
-            fresh = [e for e in page.candidates if e not in looked_up]
+            read_two_ways = [e for group in page.readings for e in group if e is not None]
+            fresh = list(dict.fromkeys(e for e in (*page.candidates, *read_two_ways) if e not in looked_up))
             if fresh:
                 looked_up.update(fresh)
                 t = clock()
@@ -131,14 +132,19 @@ def scan(
                 new_rows = list(found)
                 rows.extend(new_rows)
                 users.update(normalise(row.email) for row in new_rows)
-            named = [e for e in page.candidates if e in users]
+            named = list(dict.fromkeys(e for e in (*page.candidates, *read_two_ways) if e in users))
             shown: list[str] = []
             if named:
                 t = clock()
                 shown = source.visible(named, left())  # in the order of their first visible occurrence
                 visibility_seconds += clock() - t
-            # The order that matters (PDFBATCH_MATCH_POLICY=first) is the users' order on the page.
-            pages.append([*(e for e in page.candidates if e not in users), *shown])
+            # The order that matters (PDFBATCH_MATCH_POLICY=first) is the users' order on the page; a
+            # place read two ways comes after (a reading of a user nobody sees names nobody).
+            clear, seen = set(page.candidates), set(shown)
+            places = [Readings(e if e not in users or e in seen else None for e in g) for g in page.readings]
+            pages.append(
+                [*(e for e in page.candidates if e not in users), *(e for e in shown if e in clear), *places]
+            )
             decision = decide(pages, rows, policy)
             if decision is not None:
                 return result(decision)
