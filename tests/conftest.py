@@ -9,8 +9,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+from fixtures.examples import FAST_EXAMPLES, profile
 
 pytest_plugins = [p for p in ("plugins.localstack", "plugins.services") if importlib.util.find_spec(p)]
+
+
+# `full` is Hypothesis' own defaults (each property's count from fixtures.examples); `fast` is `make fast`.
+settings.register_profile("full")
+settings.register_profile("fast", max_examples=FAST_EXAMPLES)
+settings.load_profile(profile())
 
 
 def pytest_configure(config: Any) -> None:
