@@ -105,7 +105,7 @@ fast: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit
 
-integration: $(STAMP)
+integration: $(STAMP) $(CHROMIUM)
 	$(BIN)/python -m pytest tests/integration
 
 e2e: $(STAMP) $(CHROMIUM)
