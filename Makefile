@@ -40,7 +40,8 @@ help:
 	@echo "make check-infra - the template: sam validate --lint, sam build (no Docker), checkov"
 	@echo "make lock   - re-resolve every lock file (requirements/*.lock, functions/*/requirements.txt)"
 	@echo "make soak   - the chaos soak: 2,000 PDFs under random faults, then the invariant checker"
-	@echo "              (SEED=... replays a run's faults, PDFS=... sizes it, PROFILE=short is the CI one)"
+	@echo "              (SEED=... replays a run's faults, PDFS=... sizes it, PROFILE=short is the CI one;"
+	@echo "              tests/soak/seeds.py lists the seeds that found holes, docs/TESTING.md what to do)"
 	@echo "make up / make down - start (and deploy) / stop the local stack"
 
 $(STAMP): pyproject.toml $(DEV_LOCK)
