@@ -26,17 +26,22 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 # Debian's tesseract command line against it (bench/ocr.py, through pytesseract).
 TESSERACT := /usr/bin/tesseract
 
-.PHONY: demo test lint check-infra lock unit integration e2e bench cases soak up down clean help
+.PHONY: demo test lint check-infra lock fast unit integration e2e bench cases soak up down clean help
 
 help:
 	@echo "make demo   - start the local stack, upload a sample ZIP, show progress and results"
 	@echo "make test   - lint, type-check and run every test (starts and stops LocalStack itself)"
+	@echo "make fast   - the one-minute loop: unit tests but those marked slow, on both cores, few examples"
+	@echo "make unit   - every unit test (no service needed), full Hypothesis counts"
+	@echo "make integration - against this machine's MariaDB and Redis and a LocalStack (starts it)"
+	@echo "make e2e    - deploys the stack to LocalStack and drives it as a user would"
 	@echo "make cases  - regenerate docs/CASES.md by running every bad-input case through the pipeline"
 	@echo "make bench  - the performance benchmark (writes bench/results/latest.md)"
 	@echo "make check-infra - the template: sam validate --lint, sam build (no Docker), checkov"
 	@echo "make lock   - re-resolve every lock file (requirements/*.lock, functions/*/requirements.txt)"
 	@echo "make soak   - the chaos soak: 2,000 PDFs under random faults, then the invariant checker"
-	@echo "              (SEED=... replays a run's faults, PDFS=... sizes it, PROFILE=short is the CI one)"
+	@echo "              (SEED=... replays a run's faults, PDFS=... sizes it, PROFILE=short is the CI one;"
+	@echo "              tests/soak/seeds.py lists the seeds that found holes, docs/TESTING.md what to do)"
 	@echo "make up / make down - start (and deploy) / stop the local stack"
 
 $(STAMP): pyproject.toml $(DEV_LOCK)
@@ -92,10 +97,16 @@ lock: $(STAMP)
 	    -o functions/$$fn/requirements.txt || exit 1; \
 	done
 
+# The one-minute loop: the unit tests but those marked slow, over both cores, a few examples per property
+# (the `fast` Hypothesis profile, tests/fixtures/examples.py). PYTHONDONTWRITEBYTECODE, when the shell
+# sets it, makes pytest rewrite every test module's asserts again at each start (~20 s here).
+fast: $(STAMP)
+	env -u PYTHONDONTWRITEBYTECODE HYPOTHESIS_PROFILE=fast $(BIN)/python -m pytest -q -n 2 -m "not slow" tests/unit
+
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit
 
-integration: $(STAMP)
+integration: $(STAMP) $(CHROMIUM)
 	$(BIN)/python -m pytest tests/integration
 
 e2e: $(STAMP) $(CHROMIUM)

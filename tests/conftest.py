@@ -6,11 +6,43 @@ import importlib.util
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+from fixtures.examples import FAST_EXAMPLES, profile
 
 pytest_plugins = [p for p in ("plugins.localstack", "plugins.services") if importlib.util.find_spec(p)]
+
+
+# `full` is Hypothesis' own defaults (each property's count from fixtures.examples); `fast` is `make fast`.
+settings.register_profile("full")
+settings.register_profile("fast", max_examples=FAST_EXAMPLES)
+settings.load_profile(profile())
+
+
+# Each folder is a layer and its tests carry its marker (none for unit), so `-m integration` and
+# `pytest tests/integration` select the same tests, and a test that deploys a stack cannot sit with those
+# that only talk to a service.
+LAYERS = {"unit": set(), "integration": {"integration"}, "e2e": {"e2e"}}
+
+
+def pytest_collection_modifyitems(config: Any, items: list[pytest.Item]) -> None:
+    """Refuse the run when a test's layer marker does not say the folder it sits in."""
+    root = Path(__file__).parent
+    wrong = []
+    for item in items:
+        parts = item.path.relative_to(root).parts if item.path.is_relative_to(root) else ()
+        if not parts or parts[0] not in LAYERS:
+            continue
+        marked = {m.name for m in item.iter_markers() if m.name in ("integration", "e2e")}
+        if marked != LAYERS[parts[0]]:
+            want = ", ".join(sorted(LAYERS[parts[0]])) or "no layer marker"
+            wrong.append(f"{item.nodeid}: marked {sorted(marked) or 'nothing'}, {parts[0]}/ wants {want}")
+    if wrong:
+        raise pytest.UsageError("tests outside their layer (tests/conftest.py LAYERS):\n" + "\n".join(wrong))
 
 
 def pytest_configure(config: Any) -> None:

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error, unsupported_method
 from schemathesis.generation import GenerationMode
 
+from fixtures.examples import examples
 from fixtures.openapi import FUZZ_OPERATIONS, CheckedApiClient
 
 pytestmark = pytest.mark.e2e
@@ -40,7 +41,9 @@ def test_the_deployed_api_answers_as_documented_and_never_with_a_5xx(
     for operation in operations:
         # WHEN requests it allows (or, negative, that break it) reach it THEN each answer is as documented
 
-        @settings(max_examples=15, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=examples(15), deadline=None, database=None, suppress_health_check=list(HealthCheck)
+        )
         @given(case=operation.as_strategy(generation_mode=mode))
         def answers_as_documented(case: Any) -> None:
             case.call_and_validate(

@@ -2,8 +2,9 @@
 
 About 200 PDFs and a few of each fault: worker kills, MySQL and Redis connections cut and refused through
 the proxy, duplicate notifications and messages, a ZIP dropped twice, a presigned POST used twice. Its own
-stack (`pdfbatch-e2e-chaos`), database and proxy; the seed is fresh each run unless PDFBATCH_SOAK_SEED
-names one, and a failure prints it with the replay command.
+stack (`pdfbatch-e2e-chaos`), database and proxy. It replays soak.seeds.CI_SEEDS (seeds that found holes),
+one run each, unless PDFBATCH_SOAK_SEED names the one seed to run; a failure prints the replay command.
+Fresh seeds are `make soak`'s; docs/TESTING.md says how a failing seed becomes a generator test.
 """
 
 from __future__ import annotations
@@ -12,17 +13,20 @@ import os
 
 import pytest
 
-from soak.run import Soak, SoakConfig, new_seed
+from soak.run import Soak, SoakConfig
+from soak.seeds import CI_SEEDS
 
 pytestmark = pytest.mark.e2e
 
 _SUFFIX = os.environ.get("PDFBATCH_E2E_SUFFIX", "")
+_SEEDS = [int(os.environ["PDFBATCH_SOAK_SEED"])] if os.environ.get("PDFBATCH_SOAK_SEED") else list(CI_SEEDS)
 
 
-def test_a_short_chaos_soak_ends_every_batch_with_every_invariant_held(localstack: str) -> None:
-    # GIVEN a stack whose functions reach MySQL and Redis through the soak's proxy
+@pytest.mark.parametrize("seed", _SEEDS)
+def test_a_short_chaos_soak_ends_every_batch_with_every_invariant_held(localstack: str, seed: int) -> None:
+    # GIVEN a stack whose functions reach MySQL and Redis through the soak's proxy, a seed that found a hole
     config = SoakConfig.short(
-        int(os.environ.get("PDFBATCH_SOAK_SEED") or new_seed()),
+        seed,
         stack="pdfbatch-e2e-chaos" + (f"-{_SUFFIX}" if _SUFFIX else ""),
         database="pdfbatch_e2e_chaos" + (f"_{_SUFFIX}" if _SUFFIX else ""),
         redis_db=int(os.environ.get("PDFBATCH_E2E_REDIS_DB", "14")),

@@ -25,6 +25,8 @@ from pdfbatch.adapters.webhook import post
 from pdfbatch.services import Deps, batches, staging
 from pdfbatch.services import callbacks as service
 
+pytestmark = pytest.mark.integration
+
 SECRET = "integration-secret"
 
 

@@ -28,6 +28,8 @@ from pdfbatch.services import Deps, staging, tally, views
 from pdfbatch.tenants import ADMIN
 from plugins.services import add_users
 
+pytestmark = pytest.mark.integration
+
 
 def _batch(deps: Deps, db: Any) -> str:
     add_users(db, "ada@example.com")

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from fixtures import pdfs
 from fixtures.apigw import Context, load_handler
 from fixtures.events import sqs_event
+from fixtures.examples import examples
 from fixtures.pipeline import drain, files_by_name, ledger_rows, receive_all, upload
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import bootstrap
@@ -339,7 +340,9 @@ def lookup_table(db: Any, settings: Settings, run_id: str) -> Iterator[tuple[Any
         cur.execute(f"DROP TABLE IF EXISTS `{name}`")
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(tables())
 def test_the_lookup_never_raises_and_finds_exactly_the_rows_equal_but_for_case(
     lookup_table: tuple[Any, str, Settings], drawn: tuple[str, str, list[str], list[str]]

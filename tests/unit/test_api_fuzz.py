@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, settings
 
 from fixtures import pdfs, zips
 from fixtures.apigw import TEST_API_KEY, as_wsgi, load_handler
+from fixtures.examples import examples
 from fixtures.openapi import FUZZ_OPERATIONS
 from fixtures.pipeline import BUCKET, drain, fake_deps, upload
 from pdfbatch import bootstrap
@@ -62,6 +63,6 @@ def wired(moto_aws: None) -> Iterator[None]:
 
 
 @schema.parametrize()
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=list(HealthCheck))
 def test_the_api_answers_every_request_as_documented_and_never_with_a_5xx(case: Any) -> None:
     case.call_and_validate()

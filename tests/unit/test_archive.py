@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fixtures.examples import examples
 from fixtures.zips import (
     BZIP2,
     DEFLATE64,
@@ -494,7 +495,7 @@ def test_sequential_entry_reads_fetch_each_byte_about_once() -> None:
     assert len(fetch.ranges) < 2 * len(data) / (256 * 1024) + 4
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     size=st.integers(0, 5000),
     block=st.integers(1, 700),
@@ -566,6 +567,7 @@ def test_zip64_directory_of_10000_entries_is_read() -> None:
     assert {e.file_size for e in plan.entries} == {len(pdf_bytes("many"))}
 
 
+@pytest.mark.slow
 def test_more_than_65535_entries_are_counted_through_zip64() -> None:
     # GIVEN 70,000 entries (more than a classic end record can count)
     data = many_entries_zip(70_000)
@@ -612,6 +614,7 @@ _MEMORY_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_reading_a_200mb_zip_member_by_member_keeps_memory_flat(tmp_path: Path) -> None:
     # GIVEN a ~190 MB ZIP on disk of 4 MiB entries, half stored random bytes, half deflated text
     path = tmp_path / "big.zip"
@@ -648,7 +651,7 @@ def _counted(name: str) -> bool:
     return base.lower().endswith(".pdf") and not base.startswith(".") and "__MACOSX" not in parts
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(names=st.lists(_NAMES, max_size=25), method=st.sampled_from([STORED, DEFLATED]))
 def test_any_entry_list_counts_each_pdf_entry_exactly_once(names: list[str], method: int) -> None:
     # GIVEN a ZIP of arbitrary names (duplicates, separators, unicode, case variants)
@@ -666,7 +669,7 @@ def test_any_entry_list_counts_each_pdf_entry_exactly_once(names: list[str], met
     assert all(e.reason is not None for e in plan.ignored)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=st.one_of(st.binary(max_size=2000), st.binary(max_size=200).map(lambda b: b + b"PK\x05\x06" + b)))
 def test_random_bytes_never_crash_inspect(data: bytes) -> None:
     # GIVEN arbitrary bytes WHEN inspected THEN the only possible error is ArchiveRejected
@@ -684,7 +687,7 @@ _VALID = (
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     edits=st.lists(st.tuples(st.integers(0, len(_VALID) - 1), st.integers(0, 255)), min_size=1, max_size=4)
 )
@@ -719,7 +722,7 @@ _NAME_BYTES = st.one_of(
 )
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     names=st.lists(st.tuples(_NAME_BYTES, st.sampled_from([0, 0x800])), max_size=12),
     method=st.sampled_from([STORED, DEFLATED]),

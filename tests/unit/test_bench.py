@@ -64,6 +64,7 @@ def test_peak_concurrency_counts_overlapping_invocations() -> None:
     assert pipeline.peak_concurrency([inv(100, 10), inv(200, 10)]) == 1
 
 
+@pytest.mark.slow
 def test_extraction_section_runs_on_a_tiny_corpus() -> None:
     # WHEN section 1 runs on two résumés and one three-page manual of each kind
     rows = extraction.run(resumes=2, manuals=1, pages=3)
@@ -156,6 +157,7 @@ def test_matching_section_runs_on_a_tiny_corpus() -> None:
     assert "2 linked" in figures["matching: render check per linked résumé"].note
 
 
+@pytest.mark.slow
 def test_ocr_section_measures_an_engine_on_generated_scans() -> None:
     # GIVEN one generated 150-dpi scan and the lane's engine
     docs = ocr_bench.scans.scan_set(1, dpis=(150,))

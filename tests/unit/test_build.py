@@ -22,6 +22,9 @@ from pdfbatch.ops.build import (
 )
 from pdfbatch.ops.localstack import find_python313
 
+# Building the function zips takes ~45 s here: `make fast` leaves them to `make unit`.
+pytestmark = pytest.mark.slow
+
 REPO = project_root()
 # Shared with `python -m pdfbatch.ops.build` and `sam build` (gitignored): pip runs only when a lock changes.
 CACHE = REPO / "build" / "cache"

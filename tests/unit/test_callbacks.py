@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from fakes import FakeCallbackLog, FakeClock
 from fixtures import pdfs
 from fixtures.apigw import Context, api_event, load_handler
+from fixtures.examples import examples
 from fixtures.pipeline import drain, upload
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import bootstrap, callbacks, delivery
@@ -46,7 +47,7 @@ def test_a_signature_verifies_with_its_secret_and_body() -> None:
     assert verify(SECRET, header, body, now=NOW + 10) == NOW
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(body=st.binary(min_size=1, max_size=300), data=st.data())
 def test_any_changed_byte_of_the_body_fails(body: bytes, data: st.DataObject) -> None:
     header = sign(SECRET, body, NOW)
@@ -60,7 +61,7 @@ def test_any_changed_byte_of_the_body_fails(body: bytes, data: st.DataObject) ->
         verify(SECRET, header, truncated_or_longer, now=NOW)
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(body=st.binary(max_size=200), other=st.text(min_size=1, max_size=40), shift=st.integers(-250, 250))
 def test_another_secret_or_another_timestamp_fails(body: bytes, other: str, shift: int) -> None:
     assume(other != SECRET)
@@ -154,7 +155,7 @@ def _resolving(*addresses: str) -> Any:
     return lambda host, port: list(addresses)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(address=private_any)
 def test_every_private_form_is_refused_as_a_literal_and_as_a_resolved_name(address: str) -> None:
     assert not callbacks.is_public(ipaddress.ip_address(address))
@@ -164,7 +165,7 @@ def test_every_private_form_is_refused_as_a_literal_and_as_a_resolved_name(addre
         check_url("https://hooks.example.com/x", resolver=_resolving(address))
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(
     bad=private_any,
     good=st.lists(st.one_of(public_v4, public_v6), min_size=1, max_size=3),
@@ -185,7 +186,7 @@ def test_public_addresses_pass_and_are_what_the_delivery_connects_to(addresses: 
     assert target.origin == "https://hooks.example.com:8443"
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(address=private_v4)
 def test_the_allow_list_lifts_exactly_the_networks_and_hosts_it_names(address: str) -> None:
     net = ipaddress.ip_network(f"{address}/32")

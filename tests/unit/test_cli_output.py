@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from fixtures.examples import examples
 from pdfbatch.cli import batches, operator
 from pdfbatch.display import printable
 
@@ -156,8 +157,12 @@ def test_a_name_that_closes_a_markup_tag_is_printed_not_parsed(
     assert_shown_safely(run_paths(names, monkeypatch, tmp_path), names)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=list(HealthCheck))
 @given(names=st.lists(NAMES, min_size=1, max_size=4))
+# Found by this generator: rich shows a backslash before a bracket that opens no tag as the bracket alone,
+# and its escape() leaves that pair as it is (``\[`` was printed as ``[``).
+@example(names=["\\["])
+@example(names=["a\\[b", "\\\\[[b]"])
 def test_arbitrary_names_through_every_printing_path_never_raise_or_reach_the_terminal_raw(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, names: list[str]
 ) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fixtures.examples import examples
 from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.services import Deps, batches, views
 from pdfbatch.tenants import ADMIN, Caller
@@ -61,7 +62,9 @@ def _faulty(deps: Deps, plan: dict[str, Any]) -> Deps:
     return replace(deps, settings=local, **wrapped)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     fail_at=st.integers(min_value=0, max_value=12),
     explicit=st.booleans(),

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from fakes import FakeClock, FakeEvents, FakeLedger
 from fixtures import pdfs
+from fixtures.examples import examples
 from fixtures.pipeline import BUCKET, drain, process_all, receive_all, upload
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import delivery
@@ -276,7 +277,9 @@ _email_like = st.builds(
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(names=st.lists(_email_like, min_size=1, max_size=6, unique=True))
 def test_the_event_names_no_entry_and_no_address(deps: Deps, ledger: FakeLedger, names: list[str]) -> None:
     # GIVEN a batch whose entries are named by email addresses, linked to users with those addresses

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fixtures.examples import examples
 from pdfbatch.matching import Decision, MatchPolicy, Readings, decide, normalise
 from pdfbatch.model import REASON_OUTCOME, Outcome, Reason
 
@@ -120,7 +121,7 @@ _rows = st.lists(st.builds(Row, st.sampled_from(["1", "2", "3", "4"]), _emails),
 _pages = st.lists(st.lists(_emails, max_size=4), max_size=5)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(_pages, _rows, st.sampled_from(list(MatchPolicy)))
 def test_a_match_is_always_the_only_user_of_the_first_page_naming_one(
     pages: list[list[str]], rows: list[Row], policy: MatchPolicy

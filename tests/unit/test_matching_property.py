@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fixtures import layouts
+from fixtures.examples import examples
 from pdfbatch import pdf
 from pdfbatch.matching import Decision, MatchPolicy, decide
 from pdfbatch.model import Reason
@@ -204,7 +205,7 @@ def seen(pages: Sequence[Sequence[Placement]]) -> list[list[str]]:
 
 
 @settings(
-    max_examples=1000,
+    max_examples=examples(1000),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

@@ -432,6 +432,7 @@ def test_only_a_line_without_glyphs_is_skipped_any_other_engine_error_fails_the_
             list(engine._lines())
 
 
+@pytest.mark.slow
 def test_tesseract_reads_an_address_on_page_two() -> None:
     doc = next(d for d in (scans.scan_doc(s, 300) for s in range(500, 600)) if d.where == "page2")
     result = ocr.scan(doc.data, Users(doc.email), engine=ENGINE, budget_seconds=ROOMY)

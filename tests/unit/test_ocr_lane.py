@@ -23,6 +23,7 @@ from fakes import FakeLedger
 from fixtures import pdfs, scans
 from fixtures.apigw import Context, load_handler
 from fixtures.events import sqs_event_of
+from fixtures.examples import examples
 from fixtures.pipeline import assert_counters_match_ledger, drain, files_by_name, upload
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import delivery
@@ -303,7 +304,9 @@ class ListQueue:
         pass
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     deliveries=st.lists(st.sampled_from(["work", "ocr", "ocr-again"]), min_size=1, max_size=8),
     names_user=st.booleans(),

@@ -23,6 +23,7 @@ from fakes import FakeLedger
 from fixtures import pdfs
 from fixtures.apigw import Context, load_handler
 from fixtures.events import sqs_record
+from fixtures.examples import examples
 from fixtures.pipeline import assert_counters_match_ledger, fake_deps, upload
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import bootstrap
@@ -198,7 +199,9 @@ def batches(draw: st.DrawFn) -> tuple[list[str], list[str | None], list[tuple[in
     return kinds, faults, list(zip(indexes, receives, strict=True))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(batch=batches())
 def test_overlapped_invocation_ends_exactly_as_one_file_after_another(
     aws_credentials: None, batch: tuple[list[str], list[str | None], list[tuple[int, int]]]
@@ -363,6 +366,7 @@ def test_a_refused_batch_delete_leaves_the_outcomes_as_they_are(
     ]
 
 
+@pytest.mark.slow
 def test_delete_many_deletes_past_s3s_thousand_keys_a_request(world: Any) -> None:
     # GIVEN 1,003 objects (S3 takes at most 1,000 keys in one DeleteObjects), and the requests noted
     w: World = world(["alice"], [None], True)

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from fixtures import pdfs
 from fixtures.apigw import ROOT
+from fixtures.examples import examples
 from pdfbatch import pdf
 from pdfbatch.errors import EncryptedPdf, MalformedPdf, PdfTimeout
 from pdfbatch.matching import MatchPolicy
@@ -204,7 +205,7 @@ def test_find_emails_reads_rfc_5322_local_parts_whole_and_stops_at_cjk(
     assert pdf.find_emails(text) == expected
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text())
 def test_find_emails_never_crashes_and_returns_normalised_unique_addresses(text: str) -> None:
     # GIVEN any string at all
@@ -225,7 +226,7 @@ _tld = st.from_regex(r"[a-z]{2,6}", fullmatch=True)
 _separator = st.sampled_from([" ", "\n", ", ", "; ", " (", ") ", " <", "> ", ": ", "\t", " mailto:"])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(_local, st.lists(_label, min_size=1, max_size=3), _tld, _separator, _separator, st.text(max_size=30))
 def test_find_emails_finds_any_valid_address_between_separators(
     local: str, labels: list[str], tld: str, before: str, after: str, noise: str
@@ -709,6 +710,7 @@ def test_page_that_never_finishes_is_stopped_at_the_budget_and_the_next_file_is_
     assert (result.reason, result.email) == (Reason.MATCHED, "alice.martin@example.com")
 
 
+@pytest.mark.slow
 def test_page_that_eats_memory_fails_malformed_before_the_process_runs_out() -> None:
     # GIVEN a 2 KB page of nested form XObjects that expands to 10**9 lines of text
     bomb = pdfs.form_bomb_pdf("alice.martin@example.com")

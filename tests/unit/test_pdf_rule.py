@@ -290,6 +290,7 @@ def test_every_candidate_of_a_crowded_page_is_looked_up() -> None:
     assert sorted(users.calls[0]) == sorted(addresses)
 
 
+@pytest.mark.slow
 def test_a_page_of_12000_addresses_crosses_the_pipe_in_chunks() -> None:
     # GIVEN a page listing 12,000 addresses (4.5 pt, on a page made big enough), the last a user's
     addresses = [f"p{i}@x.example" for i in range(12_000)]

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from fixtures import pdfs
 from fixtures.apigw import TEST_API_KEY, Context, api_event, load_handler
+from fixtures.examples import examples
 from fixtures.pipeline import drain, upload
 from fixtures.zips import make_zip, pdf_bytes
 from pdfbatch import archive, pdf
@@ -113,7 +114,7 @@ _BASE = make_zip(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     data=st.one_of(
         st.binary(max_size=600),
@@ -154,7 +155,7 @@ _TEXT = st.text(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(text=_TEXT)
 def test_found_emails_are_valid_lowercase_addresses_that_occur_in_the_text(text: str) -> None:
     found = pdf.find_emails(text)

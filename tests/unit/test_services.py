@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from fakes import FakeClock, FakeLedger, FakeProgress
 from fixtures import pdfs, zips
+from fixtures.examples import examples
 from fixtures.pipeline import (
     BUCKET,
     assert_counters_match_ledger,
@@ -198,7 +199,7 @@ _RAW_NAMES = st.lists(
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=list(HealthCheck))
 @given(names=_RAW_NAMES)
 def test_arbitrary_entry_name_bytes_never_fail_the_batch_and_each_entry_gets_one_row(
     moto_aws: None, names: list[tuple[bytes, int]]

@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from fakes import FakeClock, FakeEvents, FakeLedger, FakeProgress
 from fixtures import pdfs
 from fixtures.apigw import Context, load_handler
+from fixtures.examples import examples
 from fixtures.pipeline import assert_counters_match_ledger, process_all, receive_all, upload
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch.errors import DependencyUnavailable
@@ -77,7 +78,9 @@ def damaged_batch(deps: Deps, damage: str, n: int) -> tuple[str, list[dict[str, 
     return report.batch_id, []
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     damages=st.lists(st.sampled_from(DAMAGES), min_size=1, max_size=5),
     sizes=st.lists(st.integers(1, 3), min_size=5, max_size=5),

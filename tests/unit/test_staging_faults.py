@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fixtures.examples import examples
 from fixtures.pdfs import text_pdf
 from fixtures.pipeline import assert_counters_match_ledger, drain, fake_deps, process_all, receive_all, upload
 from fixtures.zips import zipfile_zip as make_zip
@@ -148,7 +149,7 @@ _PLAN = st.builds(
 
 
 @settings(
-    max_examples=20,
+    max_examples=examples(20),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -295,7 +296,9 @@ def test_a_rerun_while_workers_count_never_drops_a_count(moto_aws: None) -> None
     assert (status["status"], status["processed"]) == ("COMPLETED", 3)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(files=st.integers(1, 6), data=st.data())
 def test_counters_replaced_from_the_ledger_keep_every_count_made_between_the_read_and_the_write(
     moto_aws: None, files: int, data: st.DataObject

@@ -145,6 +145,7 @@ def grants(template: dict[str, Any], role: str) -> set[tuple[str, str]]:
 # ------------------------------------------------------------------------------------------ lint
 
 
+@pytest.mark.slow
 def test_cfn_lint_passes() -> None:
     # GIVEN the template WHEN cfn-lint (the venv's) checks it THEN it reports nothing
     proc = subprocess.run(

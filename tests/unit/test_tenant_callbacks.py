@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from fakes import FakeTenantKeys
 from fixtures.apigw import TEST_API_KEY, Context, api_event, load_handler
+from fixtures.examples import examples
 from fixtures.openapi import check_response
 from pdfbatch import bootstrap, tenants
 from pdfbatch.errors import InvalidInput
@@ -162,7 +163,9 @@ ACTIONS = st.lists(
 )
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     start=st.fixed_dictionaries({t: st.sampled_from(("none", "key", "default")) for t in TENANT_NAMES}),
     actions=ACTIONS,

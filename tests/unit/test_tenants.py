@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from fakes import FakeLedger, FakeProgress, FakeTenantKeys
 from fixtures.apigw import TEST_API_KEY, Context, api_event, load_handler
+from fixtures.examples import examples
 from pdfbatch import auth, bootstrap, tenants
 from pdfbatch.errors import ConfigError, Forbidden, InvalidInput, Unauthenticated
 from pdfbatch.services import Deps, batches
@@ -219,7 +220,9 @@ def worlds(draw: st.DrawFn) -> dict[str, Any]:
     return {"fates": dict(zip(NAMES, fates, strict=True)), "made": made}
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(world=worlds())
 def test_a_key_never_sees_another_tenants_batch_through_any_route(deps: Deps, world: dict[str, Any]) -> None:
     # GIVEN a fresh ledger, counters and keys table for this world

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fixtures.apigw import ROOT
+from fixtures.examples import examples
 from pdfbatch import web
 from pdfbatch.config import Settings
 from pdfbatch.display import printable
@@ -103,7 +104,7 @@ def test_the_page_and_the_document_ship_in_the_status_zip_and_the_wheel() -> Non
     assert "web/*" in package_data["pdfbatch"]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(name=st.text(max_size=30) | st.sampled_from(["a\u202eb", "\x1b[31m😀", "\ud800x\udfff", "\x85\u2028"]))
 def test_the_page_makes_names_printable_with_the_clis_character_class(name: str) -> None:
     # GIVEN the class the page builds its RegExp from (\\uXXXX escapes read the same by JS and Python)

@@ -4,6 +4,7 @@ name), reachability checks, the API client, the console and ``shown`` (every out
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from pdfbatch.config import DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, parse_mysql_url
@@ -133,8 +134,33 @@ def shown(value: object) -> str:
     escaped, so ``cv[/b].pdf`` is printed rather than parsed and ``[link=...]`` never becomes a link.
     Safe for a rich markup string, a table cell or a plain ``print``.
     """
-    from rich.markup import escape
-
     from pdfbatch.display import printable
 
-    return escape(printable("" if value is None else str(value)))
+    return escape_markup(printable("" if value is None else str(value)))
+
+
+# Every '[' with the backslashes before it, and whether rich's parser would read a tag there (its
+# rich.markup.RE_TAGS: a letter, '#', '/' or '@' after the bracket, then anything but '[' up to ']').
+_BRACKET = re.compile(r"(\\*)\[(?=([a-z#/@][^[]*?\])?)")
+
+
+def escape_markup(text: str) -> str:
+    """``text`` as rich markup that renders as ``text``: every bracket and the backslashes before it.
+
+    rich's own ``escape`` handles only a bracket that opens a tag; but rich also turns a backslash and
+    any other bracket into the bracket alone (``\\[`` was shown as ``[``). Before a tag, k backslashes
+    are written 2k + 1 times (k literal, the tag escaped); before another bracket, k + 1 times (rich
+    drops one). A trailing backslash is doubled as rich's ``escape`` does, so it cannot escape a tag that
+    follows in the caller's markup.
+    """
+
+    def one(match: re.Match[str]) -> str:
+        backslashes, tag = match.group(1), match.group(2)
+        if tag:
+            return backslashes * 2 + "\\["
+        return backslashes + "\\[" if backslashes else "["
+
+    escaped = _BRACKET.sub(one, text)
+    if escaped.endswith("\\") and not escaped.endswith("\\\\"):
+        escaped += "\\"
+    return escaped

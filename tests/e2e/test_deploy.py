@@ -16,7 +16,7 @@ from fixtures.pipeline import empty_and_delete_bucket
 from pdfbatch.ops.build import project_root
 from pdfbatch.ops.deploy import DeployParams, deploy
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.e2e
 
 REGION = "us-east-1"
 FUNCTION_KEYS = ("UnzipFunctionName", "ProcessPdfFunctionName", "OcrPdfFunctionName", "StatusFunctionName")

@@ -11,7 +11,8 @@ from fixtures import scans
 from pdfbatch import ocr
 from pdfbatch.model import Reason
 
-pytestmark = pytest.mark.integration
+# Thirty scans through Tesseract (~40 s): `make fast` leaves it to `make unit`.
+pytestmark = pytest.mark.slow
 
 PER_DPI = 10  # 30 scans: 150, 200 and 300 dpi, every layout (header, lower on page 1, page 2)
 
