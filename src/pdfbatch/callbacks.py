@@ -14,11 +14,13 @@ past or the future), then remembers the delivery id (a retry of a delivery it pr
 do nothing) and the ``v1`` value for the tolerance window (the same signature twice is a replay).
 
 A callback URL is refused unless it is https (http only where the deployment allows it: local tests),
-names no user or password, and its host is neither a literal nor a name resolving to an address that is
-private, loopback, link-local, multicast, reserved, shared (CGNAT) or unspecified, IPv4 or IPv6,
-including IPv4 inside IPv6 (mapped, 6to4, NAT64). An explicit allow-list (PDFBATCH_CALLBACK_ALLOW:
-hosts and CIDRs) lifts that for local testing. The check runs when the batch is created and again at
-every delivery, which then connects to the address it checked (adapters/webhook.py): no second lookup.
+names no user or password, names port 443 (80 for http) or one the operator lists
+(PDFBATCH_CALLBACK_PORTS: else a callback could probe any port of a public host), and its host is
+neither a literal nor a name resolving to an address that is private, loopback, link-local,
+multicast, reserved, shared (CGNAT) or unspecified, IPv4 or IPv6, including IPv4 inside IPv6 (mapped,
+6to4, NAT64). An explicit allow-list (PDFBATCH_CALLBACK_ALLOW: hosts and CIDRs) lifts that for local
+testing. The check runs when the batch is created and again at every delivery, which then connects to
+the address it checked (adapters/webhook.py): no second lookup.
 """
 
 from __future__ import annotations
@@ -52,6 +54,10 @@ class CallbackUrlError(ValueError):
 
 class UnresolvedHost(CallbackUrlError):
     """The URL's host name resolved to no address (maybe for now: DNS may be failing)."""
+
+
+class BlockedPort(CallbackUrlError):
+    """The URL names a port the deployment does not call (443, 80 for http, and the operator's list)."""
 
 
 # --- signing and verifying ------------------------------------------------------------------------
@@ -211,6 +217,32 @@ class AllowList:
 
 
 @dataclass(frozen=True)
+class PortList:
+    """Ports a callback may name besides its scheme's default (443, or 80 for http): the operator's."""
+
+    ranges: tuple[tuple[int, int], ...] = ()
+
+    @classmethod
+    def parse(cls, text: str) -> PortList:
+        """``"8443, 9000-9100"``: ports and inclusive ranges, comma-separated; ValueError when not."""
+        ranges: list[tuple[int, int]] = []
+        for item in (i.strip() for i in text.split(",")):
+            if not item:
+                continue
+            low, _, high = item.partition("-")
+            first, last = int(low), int(high or low)
+            if not 1 <= first <= last <= 65535:
+                raise ValueError(f"not a port or range: {item!r}")
+            ranges.append((first, last))
+        return cls(tuple(ranges))
+
+    def allows(self, scheme: str, port: int) -> bool:
+        """Whether a ``scheme`` URL may name ``port``."""
+        default = 443 if scheme == "https" else 80
+        return port == default or any(first <= port <= last for first, last in self.ranges)
+
+
+@dataclass(frozen=True)
 class Target:
     """A checked callback URL: where to connect (the checked addresses) and what to ask for."""
 
@@ -274,14 +306,17 @@ def check_url(
     *,
     allow_http: bool = False,
     allow: AllowList | None = None,
+    ports: PortList | None = None,
     resolver: Resolver = resolve,
 ) -> Target:
-    """The Target of ``url`` if pdfbatch may call it: scheme, no credentials, every address public.
+    """The Target of ``url`` if pdfbatch may call it: scheme, no credentials, port, every address public.
 
     The host is resolved once here; every address it resolves to must pass (one private address
     refuses the URL: a name that also points inside is a way in). A literal address is its own answer.
     """
     scheme, host, port, path = parse_url(url, allow_http)
+    if not (ports or PortList()).allows(scheme, port):
+        raise BlockedPort("callbackUrl must use port 443" + (" (80 for http)" if allow_http else ""))
     allowed = allow or AllowList()
     try:
         literal: Address | None = ipaddress.ip_address(host)

@@ -101,6 +101,8 @@ class Settings:
     callback_key: str = field(default="", repr=False)  # the signing secret's value (from that secret)
     callback_allow: str = ""  # PDFBATCH_CALLBACK_ALLOW: hosts/CIDRs allowed though private (local tests)
     callback_allow_http: bool = False  # PDFBATCH_CALLBACK_ALLOW_HTTP: http:// too (local deployments only)
+    # PDFBATCH_CALLBACK_PORTS: ports besides 443 (and 80 with http) a callback may name ("8443, 9000-9100")
+    callback_ports: str = ""
     callback_attempts: int = 8  # PDFBATCH_CALLBACK_ATTEMPTS: POSTs of one delivery before its DLQ
     callback_retry_base_seconds: int = 30  # PDFBATCH_CALLBACK_RETRY_BASE_SECONDS: first backoff
     callback_retry_max_seconds: int = 3600  # PDFBATCH_CALLBACK_RETRY_MAX_SECONDS: backoff cap
@@ -166,6 +168,7 @@ class Settings:
             callback_secret=e.get("PDFBATCH_CALLBACK_SECRET", ""),
             callback_allow=e.get("PDFBATCH_CALLBACK_ALLOW", ""),
             callback_allow_http=_bool(e, "PDFBATCH_CALLBACK_ALLOW_HTTP"),
+            callback_ports=_ports(e, "PDFBATCH_CALLBACK_PORTS"),
             callback_attempts=max(1, _int(e, "PDFBATCH_CALLBACK_ATTEMPTS", 8)),
             callback_retry_base_seconds=_int(e, "PDFBATCH_CALLBACK_RETRY_BASE_SECONDS", 30),
             callback_retry_max_seconds=_int(e, "PDFBATCH_CALLBACK_RETRY_MAX_SECONDS", 3600),
@@ -295,6 +298,17 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
     if value <= 0:
         raise ConfigError(f"{name} must be positive")
     return value
+
+
+def _ports(env: Mapping[str, str], name: str) -> str:
+    from pdfbatch.callbacks import PortList
+
+    raw = env.get(name) or ""
+    try:
+        PortList.parse(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name} must be ports and ranges (8443, 9000-9100), got {raw!r}") from exc
+    return raw
 
 
 def _bool(env: Mapping[str, str], name: str, default: bool = False) -> bool:

@@ -16,7 +16,7 @@ import pytest
 
 from fixtures import pdfs
 from fixtures.pipeline import drain, upload
-from fixtures.stack import free_port
+from fixtures.stack import CALLBACK_PORTS, free_port
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import callbacks, delivery
 from pdfbatch.adapters.mysql import MysqlClient
@@ -83,6 +83,7 @@ def cb_deps(deps: Deps) -> Iterator[Deps]:
         deps.settings,
         callback_allow="127.0.0.1/32",
         callback_allow_http=True,
+        callback_ports=CALLBACK_PORTS,
         callback_key=SECRET,
         callback_attempts=5,
         callback_retry_base_seconds=1,

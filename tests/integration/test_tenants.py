@@ -13,6 +13,7 @@ import pytest
 
 from fakes import FakeTenantKeys
 from fixtures.apigw import TEST_API_KEY, Context, api_event, load_handler
+from fixtures.stack import CALLBACK_PORTS
 from pdfbatch import bootstrap, tenants
 from pdfbatch.adapters.mysql import MysqlClient
 from pdfbatch.adapters.tenant_keys import MysqlTenantKeys
@@ -183,7 +184,11 @@ def test_the_fake_and_mysql_tenants_table_keep_defaults_alike(db: Any, mysql_url
 
 
 def test_the_keys_cli_sets_lists_and_clears_a_default_callback(db: Any, mysql_url: str) -> None:
-    env = {"PDFBATCH_CALLBACK_ALLOW": "127.0.0.1/32", "PDFBATCH_CALLBACK_ALLOW_HTTP": "true"}
+    env = {
+        "PDFBATCH_CALLBACK_ALLOW": "127.0.0.1/32",
+        "PDFBATCH_CALLBACK_ALLOW_HTTP": "true",
+        "PDFBATCH_CALLBACK_PORTS": CALLBACK_PORTS,
+    }
     url = "http://127.0.0.1:8080/hooks/acme?token=s3cret"
     # WHEN an operator creates acme's key with a default callback URL
     done = cli(mysql_url, "create", "acme", "--callback-url", url, "--json", env=env)
@@ -224,7 +229,12 @@ def test_a_tenants_drop_keeps_the_default_it_was_created_with_on_mariadb(deps: D
     assert deps.tenants is not None
     local = replace(
         deps,
-        settings=replace(deps.settings, callback_allow="127.0.0.1/32", callback_allow_http=True),
+        settings=replace(
+            deps.settings,
+            callback_allow="127.0.0.1/32",
+            callback_allow_http=True,
+            callback_ports=CALLBACK_PORTS,
+        ),
         callbacks=MysqlCallbackLog(deps.tenants.client),  # type: ignore[attr-defined]
     )
     store = local.tenants

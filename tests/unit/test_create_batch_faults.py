@@ -22,6 +22,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fixtures.stack import CALLBACK_PORTS
 from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.services import Deps, batches, views
 from pdfbatch.tenants import ADMIN, Caller
@@ -52,7 +53,9 @@ class Faulty:
 
 
 def _faulty(deps: Deps, plan: dict[str, Any]) -> Deps:
-    local = replace(deps.settings, callback_allow="127.0.0.1/32", callback_allow_http=True)
+    local = replace(
+        deps.settings, callback_allow="127.0.0.1/32", callback_allow_http=True, callback_ports=CALLBACK_PORTS
+    )
     wrapped = {
         name: Faulty(getattr(deps, name), name, plan)
         for name in ("ledger", "progress", "callbacks", "tenants", "store")

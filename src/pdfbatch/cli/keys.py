@@ -2,9 +2,9 @@
 each tenant's default callback URL, on MySQL directly (as `report`).
 
 The key is printed once, on create, and only its SHA-256 is stored. A default callback URL is checked
-as a POSTed callbackUrl is (PDFBATCH_CALLBACK_ALLOW and PDFBATCH_CALLBACK_ALLOW_HTTP from this
-environment, as `stack up` passes them to the stack) and shown by its origin only, never its path or
-query. The operator reaches the same
+as a POSTed callbackUrl is (PDFBATCH_CALLBACK_ALLOW, PDFBATCH_CALLBACK_ALLOW_HTTP and
+PDFBATCH_CALLBACK_PORTS from this environment, as `stack up` passes them to the stack) and shown by its
+origin only, never its path or query. The operator reaches the same
 database the functions use (PDFBATCH_MYSQL_URL, as `stack up` passes it), and the table is created
 if this runs before any function did (``ensure_schema``: idempotent, what every cold start runs).
 """

@@ -64,6 +64,11 @@ def _allow_list(text: str) -> callbacks.AllowList:
     return callbacks.AllowList.parse(text)
 
 
+@functools.cache
+def _port_list(text: str) -> callbacks.PortList:
+    return callbacks.PortList.parse(text)
+
+
 def check(settings: Settings, url: str, resolver: callbacks.Resolver = callbacks.resolve) -> callbacks.Target:
     """The URL's Target if the settings let pdfbatch call it; InvalidInput saying why not."""
     try:
@@ -77,6 +82,7 @@ def _check_url(settings: Settings, url: str, resolver: callbacks.Resolver) -> ca
         url,
         allow_http=settings.callback_allow_http,
         allow=_allow_list(settings.callback_allow),
+        ports=_port_list(settings.callback_ports),
         resolver=resolver,
     )
 
@@ -147,12 +153,44 @@ def origin_of(url: str | None) -> str | None:
     return callbacks.Target(scheme, host, port, "/", ()).origin
 
 
+# What GET /batches/{id} says of an attempt's error: a class, not the recorded detail (which `pdfbatch
+# callbacks` and the logs show the operator). A refused connection, a reset and a TLS failure all read
+# "unreachable", so a callback URL cannot tell what answers on a host.
+TENANT_ERRORS = ("http_status", "timeout", "unreachable", "blocked", "internal")
+
+
+def tenant_error(error: str | None) -> str | None:
+    """The class of a recorded attempt error a tenant is shown (one of TENANT_ERRORS), None for none."""
+    import builtins
+    import http.client
+
+    if error is None:
+        return None
+    if error.startswith("http_"):
+        return "http_status"
+    if error == "timeout":
+        return "timeout"
+    if error in ("blocked_address", "blocked_port"):
+        return "blocked"
+    network = getattr(builtins, error, None), getattr(http.client, error, None)
+    if (
+        error == "unresolved"
+        or error.startswith("tls:")
+        or any(
+            isinstance(cls, type) and issubclass(cls, (OSError, http.client.HTTPException)) for cls in network
+        )
+    ):
+        return "unreachable"
+    return "internal"  # the summary could not be read (S3 down, say): retried like any failure
+
+
 def state_of(url: str, rows: Sequence[CallbackAttempt]) -> dict[str, Any]:
     """GET /batches/{id}'s ``callback``: the URL's host and the delivery's state, from its attempts.
 
     "pending": no attempt answered yet (the batch runs, or its first POST is on its way); "delivered":
     an attempt got a 2xx; "failing": attempts answered, none with a 2xx (retried with backoff; after
-    the last one the operator replays it). The last answered attempt's HTTP status or error class.
+    the last one the operator replays it). The last answered attempt's HTTP status or error class
+    (``tenant_error``: coarse, the detail is the operator's).
     """
     try:
         host: str | None = callbacks.parse_url(url, allow_http=True)[1]
@@ -170,7 +208,7 @@ def state_of(url: str, rows: Sequence[CallbackAttempt]) -> dict[str, Any]:
         "attempts": len(answered),
         "lastAttemptAt": iso(last.started_at) if last is not None else None,
         "lastHttpStatus": last.http_status if last is not None else None,
-        "lastError": last.error if last is not None else None,
+        "lastError": tenant_error(last.error) if last is not None else None,
     }
 
 
@@ -288,8 +326,12 @@ def _attempt(
     try:
         target = _check_url(s, url, resolver)
     except callbacks.CallbackUrlError as exc:
-        # not sent; "unresolved" may pass on a later attempt, "blocked_address" only if DNS changes
-        error = "unresolved" if isinstance(exc, callbacks.UnresolvedHost) else "blocked_address"
+        # not sent; "unresolved" may pass on a later attempt, "blocked_address" only if DNS changes,
+        # "blocked_port" only if the operator allows the port (a tenant's default set before the rule)
+        if isinstance(exc, callbacks.UnresolvedHost):
+            error = "unresolved"
+        else:
+            error = "blocked_port" if isinstance(exc, callbacks.BlockedPort) else "blocked_address"
         return PostResult(None, error, int((time.monotonic() - started) * 1000))
     body = deps.store.get_bytes(s.bucket, delivery.report_keys(message.batch_id)["summary"])
     headers = {
