@@ -99,6 +99,9 @@ class Settings:
     # Signed callbacks (pdfbatch.callbacks, services/callbacks.py; README "Getting results out").
     callback_secret: str = ""  # PDFBATCH_CALLBACK_SECRET: the signing secret's ARN (read by bootstrap)
     callback_key: str = field(default="", repr=False)  # the signing secret's value (from that secret)
+    # PDFBATCH_CALLBACK_TENANT_ROOT: the root's ARN; each tenant's secret derives from its value
+    callback_tenant_root: str = ""
+    callback_root_key: str = field(default="", repr=False)  # the root's value (from that secret)
     callback_allow: str = ""  # PDFBATCH_CALLBACK_ALLOW: hosts/CIDRs allowed though private (local tests)
     callback_allow_http: bool = False  # PDFBATCH_CALLBACK_ALLOW_HTTP: http:// too (local deployments only)
     # PDFBATCH_CALLBACK_PORTS: ports besides 443 (and 80 with http) a callback may name ("8443, 9000-9100")
@@ -166,6 +169,7 @@ class Settings:
             secrets_max_age=_int(e, "PDFBATCH_SECRETS_MAX_AGE", 300),
             match_policy=_choice(e, "PDFBATCH_MATCH_POLICY", MATCH_POLICIES),
             callback_secret=e.get("PDFBATCH_CALLBACK_SECRET", ""),
+            callback_tenant_root=e.get("PDFBATCH_CALLBACK_TENANT_ROOT", ""),
             callback_allow=e.get("PDFBATCH_CALLBACK_ALLOW", ""),
             callback_allow_http=_bool(e, "PDFBATCH_CALLBACK_ALLOW_HTTP"),
             callback_ports=_ports(e, "PDFBATCH_CALLBACK_PORTS"),
@@ -196,6 +200,7 @@ class Settings:
         redis_url: str | None = None,
         api_key: str | None = None,
         callback_key: str | None = None,
+        callback_root_key: str | None = None,
     ) -> Settings:
         """These settings completed with the values read from their secrets (None: not read).
 
@@ -213,6 +218,8 @@ class Settings:
             changes["api_key"] = api_key
         if callback_key is not None:
             changes["callback_key"] = callback_key
+        if callback_root_key is not None:
+            changes["callback_root_key"] = callback_root_key
         return replace(self, **changes) if changes else self
 
     def pdf_url(self, key: str) -> str:

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 from fakes import FakeTenantKeys
 from fixtures.apigw import TEST_API_KEY, Context, api_event, load_handler
 from fixtures.stack import CALLBACK_PORTS
-from pdfbatch import bootstrap, tenants
+from pdfbatch import bootstrap, callbacks, tenants
 from pdfbatch.adapters.mysql import MysqlClient
 from pdfbatch.adapters.tenant_keys import MysqlTenantKeys
 from pdfbatch.services import Deps, batches
@@ -71,9 +72,18 @@ def test_the_fake_keys_table_answers_as_the_mysql_one(db: Any, mysql_url: str) -
     real.client.close()
 
 
+# The tenants' signing root as the CLI reads it without a stack (a deployed one: its CallbackTenantRoot).
+ROOT_KEY = "integration-root-0123456789"
+
+
 def cli(mysql_url: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("PDFBATCH_CALLBACK_")}
-    env = {**base, **(env or {}), "PDFBATCH_MYSQL_URL": mysql_url}
+    env = {
+        **base,
+        "PDFBATCH_CALLBACK_TENANT_ROOT_KEY": ROOT_KEY,
+        **(env or {}),
+        "PDFBATCH_MYSQL_URL": mysql_url,
+    }
     return subprocess.run(
         [sys.executable, "-m", "pdfbatch.cli", "keys", *args],
         env=env,
@@ -88,6 +98,7 @@ def test_the_keys_cli_creates_lists_and_revokes_on_the_database(db: Any, mysql_u
     # GIVEN no keys table yet (a fresh install: the CLI creates it)
     with db.cursor() as cur:
         cur.execute("DROP TABLE pdfbatch_tenant_keys")
+        cur.execute("DROP TABLE IF EXISTS pdfbatch_tenants")
     # WHEN an operator creates a key for acme
     done = cli(mysql_url, "create", "acme", "--json")
     assert done.returncode == 0, done.stderr
@@ -101,9 +112,26 @@ def test_the_keys_cli_creates_lists_and_revokes_on_the_database(db: Any, mysql_u
     assert listed.returncode == 0 and key not in listed.stdout
     (item,) = json.loads(listed.stdout)["keys"]
     assert (item["tenant"], item["keyId"], item["revokedAt"]) == ("acme", created["keyId"], None)
-    # AND the plain output prints the key alone on stdout
+    # AND its first key came with its signing secret, shown this once; MySQL holds only a random id
+    secret = created["signingSecret"]
+    ids = store.signing_ids("acme")
+    assert secret.startswith("whsec_") and ids is not None
+    assert secret == callbacks.tenant_secret(ROOT_KEY, "acme", ids.current)
+    with db.cursor() as cur:
+        cur.execute("SELECT * FROM pdfbatch_tenants WHERE tenant = 'acme'")
+        assert secret.removeprefix("whsec_") not in json.dumps(cur.fetchall(), default=str)
+    # AND a second key leaves the secret as it is: the plain output prints the key alone on stdout
     plain = cli(mysql_url, "create", "acme")
     assert plain.returncode == 0 and tenants.looks_like_key(plain.stdout.strip())
+    assert store.signing_ids("acme") == ids
+    # WHEN the secret is rotated with a 2-hour overlap THEN the new one is printed, the old signs on
+    rotated = cli(mysql_url, "rotate-secret", "acme", "--overlap-hours", "2", "--json")
+    assert rotated.returncode == 0, rotated.stderr
+    new = json.loads(rotated.stdout)["signingSecret"]
+    now = time.time()
+    assert tenants.signing_secrets(store, ROOT_KEY, "", "acme", now) == [new, secret]
+    assert tenants.signing_secrets(store, ROOT_KEY, "", "acme", now + 2 * 3600 + 60) == [new]
+    assert cli(mysql_url, "rotate-secret", "nobody-here").returncode == 2
     # WHEN acme is revoked
     revoked = cli(mysql_url, "revoke", "acme", "--json")
     assert revoked.returncode == 0 and json.loads(revoked.stdout) == {"tenant": "acme", "revoked": 2}

@@ -46,66 +46,68 @@ from pdfbatch.services import callbacks as service
 
 SECRET = "whsec-test-0123456789"
 NOW = 1_700_000_000
+# What a v2 signature binds besides the body: the batch's tenant and the URL it is POSTed to.
+TO = {"tenant": "acme", "url": "https://hooks.acme.example/in?token=1"}
 
 # --- the signature --------------------------------------------------------------------------------
 
 
 def test_a_signature_verifies_with_its_secret_and_body() -> None:
     body = b'{"batchId": "x", "status": "COMPLETED"}'
-    header = sign(SECRET, body, NOW)
-    assert header.startswith(f"t={NOW},v1=")
-    assert verify(SECRET, header, body, now=NOW + 10) == NOW
+    header = sign(SECRET, body, NOW, **TO)
+    assert header.startswith(f"t={NOW},v2=")
+    assert verify(SECRET, header, body, now=NOW + 10, **TO) == NOW
 
 
 @settings(max_examples=300)
 @given(body=st.binary(min_size=1, max_size=300), data=st.data())
 def test_any_changed_byte_of_the_body_fails(body: bytes, data: st.DataObject) -> None:
-    header = sign(SECRET, body, NOW)
+    header = sign(SECRET, body, NOW, **TO)
     i = data.draw(st.integers(0, len(body) - 1))
     flip = data.draw(st.integers(1, 255))
     tampered = body[:i] + bytes([body[i] ^ flip]) + body[i + 1 :]
     with pytest.raises(SignatureError):
-        verify(SECRET, header, tampered, now=NOW)
+        verify(SECRET, header, tampered, now=NOW, **TO)
     truncated_or_longer = data.draw(st.sampled_from([body[:-1], body + b" "]))
     with pytest.raises(SignatureError):
-        verify(SECRET, header, truncated_or_longer, now=NOW)
+        verify(SECRET, header, truncated_or_longer, now=NOW, **TO)
 
 
 @settings(max_examples=200)
 @given(body=st.binary(max_size=200), other=st.text(min_size=1, max_size=40), shift=st.integers(-250, 250))
 def test_another_secret_or_another_timestamp_fails(body: bytes, other: str, shift: int) -> None:
     assume(other != SECRET)
-    header = sign(SECRET, body, NOW)
+    header = sign(SECRET, body, NOW, **TO)
     with pytest.raises(SignatureError):
-        verify(other, header, body, now=NOW)
+        verify(other, header, body, now=NOW, **TO)
     assume(shift != 0)
-    # the v1 of one timestamp under another t (inside the tolerance): still refused
+    # the v2 of one timestamp under another t (inside the tolerance): still refused
     moved = header.replace(f"t={NOW}", f"t={NOW + shift}")
     with pytest.raises(SignatureError):
-        verify(SECRET, moved, body, now=NOW)
+        verify(SECRET, moved, body, now=NOW, **TO)
 
 
 @given(age=st.integers(301, 10**9), sign_of=st.sampled_from([-1, 1]))
 def test_stale_and_future_timestamps_fail_and_the_tolerance_holds(age: int, sign_of: int) -> None:
     body = b"{}"
-    header = sign(SECRET, body, NOW)
+    header = sign(SECRET, body, NOW, **TO)
     with pytest.raises(SignatureError):
-        verify(SECRET, header, body, now=NOW + sign_of * age)
-    assert verify(SECRET, header, body, now=NOW + sign_of * 300) == NOW
+        verify(SECRET, header, body, now=NOW + sign_of * age, **TO)
+    assert verify(SECRET, header, body, now=NOW + sign_of * 300, **TO) == NOW
     with pytest.raises(SignatureError):
-        verify(SECRET, header, body, tolerance=5, now=NOW + sign_of * 6)
+        verify(SECRET, header, body, tolerance=5, now=NOW + sign_of * 6, **TO)
 
 
 @given(header=st.one_of(st.none(), st.text(max_size=120)))
 def test_any_header_that_is_not_a_signature_is_refused_with_signature_error(header: str | None) -> None:
     with pytest.raises(SignatureError):
-        verify(SECRET, header, b"{}", now=NOW)
+        verify(SECRET, header, b"{}", now=NOW, **TO)
 
 
-def test_a_header_with_a_second_v1_verifies_when_one_matches() -> None:
+def test_a_header_with_a_second_v2_verifies_when_one_matches() -> None:
     body = b"{}"
-    good = sign(SECRET, body, NOW)
-    assert verify(SECRET, f"{good},v1={'0' * 64}", body, now=NOW) == NOW
+    good = sign(SECRET, body, NOW, **TO)
+    assert verify(SECRET, f"{good},v2={'0' * 64}", body, now=NOW, **TO) == NOW
 
 
 # --- which URLs may be called ---------------------------------------------------------------------
@@ -377,7 +379,8 @@ class Receiver:
         self, target: callbacks.Target, body: bytes, headers: dict[str, str], timeout: float
     ) -> PostResult:
         self.got.append((target, body, headers))
-        verify(SECRET, headers[callbacks.SIGNATURE_HEADER], body, now=self.clock())
+        tenant, url = headers[callbacks.TENANT_HEADER], target.origin + target.path
+        verify(SECRET, headers[callbacks.SIGNATURE_HEADER], body, tenant=tenant, url=url, now=self.clock())
         answer = self.answers.pop(0) if self.answers else 200
         if isinstance(answer, str):
             return PostResult(None, answer, 5)

@@ -273,15 +273,22 @@ def deliver(
     url = callback_url(deps, batch)
     if url is None:
         return "no_callback"
-    if not s.callback_key:
-        raise ConfigError("PDFBATCH_CALLBACK_SECRET is not set (the signing secret)")
+    from pdfbatch.tenants import signing_secrets
+
+    keys = signing_secrets(deps.tenants, s.callback_root_key, s.callback_key, batch.tenant, deps.clock())
+    if (
+        batch.tenant is not None
+        and deps.tenants is not None
+        and deps.tenants.signing_ids(batch.tenant) is None
+    ):
+        logger.warning("tenant signs with the shared secret: `pdfbatch keys rotate-secret` gives it its own")
     if log.delivered(message.delivery_id):
         return "already_delivered"
     if not log.begin_attempt(message.batch_id, message.delivery_id, attempt, message.kind, deps.clock()):
         return "duplicate"
     started = time.monotonic()
     try:
-        result = _attempt(deps, message, url, post, resolver)
+        result = _attempt(deps, message, url, post, resolver, keys=keys, tenant=batch.tenant or "")
     except Exception as exc:
         # S3 down, say: recorded as this attempt's error, then SQS retries the message as it is.
         log.finish_attempt(
@@ -318,9 +325,17 @@ def deliver(
 
 
 def _attempt(
-    deps: Deps, message: Delivery, url: str, post: Post | None, resolver: callbacks.Resolver
+    deps: Deps,
+    message: Delivery,
+    url: str,
+    post: Post | None,
+    resolver: callbacks.Resolver,
+    *,
+    keys: Sequence[str],
+    tenant: str,
 ) -> PostResult:
-    """Check the URL again, read the summary, sign it and POST it to the checked address."""
+    """Check the URL again, read the summary, sign it (for its tenant and this URL) and POST it to the
+    checked address."""
     s = deps.settings
     started = time.monotonic()
     try:
@@ -335,7 +350,8 @@ def _attempt(
         return PostResult(None, error, int((time.monotonic() - started) * 1000))
     body = deps.store.get_bytes(s.bucket, delivery.report_keys(message.batch_id)["summary"])
     headers = {
-        callbacks.SIGNATURE_HEADER: callbacks.sign(s.callback_key, body, int(deps.clock())),
+        callbacks.SIGNATURE_HEADER: callbacks.sign(keys, body, int(deps.clock()), tenant=tenant, url=url),
+        callbacks.TENANT_HEADER: tenant,
         callbacks.DELIVERY_HEADER: message.delivery_id,
     }
     if post is None:
