@@ -24,6 +24,7 @@ from pdfbatch.ports import (
     FileRow,
     LiveProgress,
     NewEntry,
+    SigningIds,
     TenantKey,
     UserRow,
 )
@@ -692,6 +693,7 @@ class FakeTenantKeys:
         self.keys: dict[str, TenantKey] = {}
         self.lookups = 0  # tenant_of calls: the status function's one read per request
         self.defaults: dict[str, str] = {}  # tenant -> default callback URL (pdfbatch_tenants)
+        self.signing: dict[str, SigningIds] = {}  # tenant -> its signing secret ids (pdfbatch_tenants)
 
     def add(self, tenant: str, key_hash: str) -> TenantKey:
         """Store a new key's hash for ``tenant``."""
@@ -735,3 +737,11 @@ class FakeTenantKeys:
     def callbacks(self) -> dict[str, str]:
         """Every tenant's default callback URL, by tenant."""
         return dict(sorted(self.defaults.items()))
+
+    def signing_ids(self, tenant: str) -> SigningIds | None:
+        """``tenant``'s signing secret ids, or None."""
+        return self.signing.get(tenant)
+
+    def set_signing_ids(self, tenant: str, ids: SigningIds) -> None:
+        """Replace ``tenant``'s signing secret ids."""
+        self.signing[tenant] = ids

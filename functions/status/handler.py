@@ -11,7 +11,9 @@ so a revocation holds from the next request on.
 
 Every malformed request is a 4xx with a JSON error, never a raise (API Gateway's 502): query values
 are read through ``_query`` (text only: a lone surrogate is 400) and numbers through ``_number``
-(ASCII digits only), and a method the document does not list for a path is 405 with ``Allow``.
+(ASCII digits only), a JSON body through ``json_object`` (at most MAX_BODY_BYTES of UTF-8, nested at
+most MAX_DEPTH deep, both checked before it is parsed: 100,000 ``[`` made ``json.loads`` recurse out
+of the stack), and a method the document does not list for a path is 405 with ``Allow``.
 tests/unit/test_api_fuzz.py holds the handler to its /openapi.json with Schemathesis.
 
 Routing is a table of six routes, not Powertools' APIGatewayRestResolver: importing
@@ -45,6 +47,11 @@ from pdfbatch.tenants import ADMIN, Caller
 PUBLIC_ROUTES = frozenset({("GET", "/"), ("GET", "/openapi.json")})
 JSON = "application/json"
 _DIGITS = re.compile(r"[0-9]+")  # ASCII: str.isdigit() also says yes to "²", which int() refuses
+# A JSON body's limits (README, "The API"): POST /batches' body is one short object; these leave room.
+MAX_BODY_BYTES = 16 * 1024
+MAX_DEPTH = 16
+# What a depth count reads: a string (escapes included) or one bracket; everything else is skipped.
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]', re.DOTALL)
 
 
 class Request(NamedTuple):
@@ -74,6 +81,7 @@ class Request(NamedTuple):
         """The body as a JSON object ({} when there is none); InvalidInput when it is not one."""
         if self.body is None or not self.body.strip():
             return {}
+        check_json_limits(self.body)
         try:
             value = json.loads(self.body)
         except ValueError as exc:
@@ -102,6 +110,32 @@ class Request(NamedTuple):
             raise InvalidInput(f"{name} must be a whole number")
         digits = raw.lstrip("0")
         return most if len(digits) > len(str(most)) else min(int(digits or "0"), most)
+
+
+def check_json_limits(body: str) -> None:
+    """InvalidInput unless ``body`` is UTF-8 text of at most MAX_BODY_BYTES nested at most MAX_DEPTH deep.
+
+    Checked before ``json.loads`` sees it: the parser recurses once per level (a deep enough body is a
+    RecursionError, not a ValueError), and a size cap bounds what the depth count and parse cost."""
+    if len(body) > MAX_BODY_BYTES or len(body.encode("utf-8", "surrogatepass")) > MAX_BODY_BYTES:
+        raise InvalidInput(f"the body must be at most {MAX_BODY_BYTES} bytes")
+    if not _is_text(body):
+        raise InvalidInput("the body is not valid UTF-8")
+    if json_depth(body) > MAX_DEPTH:
+        raise InvalidInput(f"the body must be nested at most {MAX_DEPTH} deep")
+
+
+def json_depth(text: str) -> int:
+    """The deepest nesting of brackets in ``text`` outside JSON strings (whether or not it is JSON)."""
+    depth = deepest = 0
+    for token in _JSON_TOKENS.finditer(text):
+        bracket = token.group()
+        if bracket in ("[", "{"):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif bracket in ("]", "}"):
+            depth = max(depth - 1, 0)
+    return deepest
 
 
 def _body_text(event: Mapping[str, Any]) -> str | None:

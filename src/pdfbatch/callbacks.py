@@ -3,22 +3,34 @@
 Standard library only: a receiver can copy this file, or ``pip install pdfbatch`` and call
 ``pdfbatch.callbacks.verify``.
 
-Signature (like Stripe's): each POST carries
+Signature (like Stripe's, version 2): each POST carries
 
-    Pdfbatch-Signature: t=<unix seconds>,v1=<hex hmac_sha256(secret, f"{t}." + body)>
+    Pdfbatch-Signature: t=<unix seconds>,v2=<hex hmac_sha256(secret, signed_bytes)>[,v2=...]
+    Pdfbatch-Tenant: <the batch's tenant, "" for the admin's batches>
     Pdfbatch-Delivery: <32 hex characters, the same on every retry of one delivery>
 
-The body is the batch's summary.json, byte for byte. A receiver checks the signature over the raw
-body (``verify``: constant-time, and ``t`` within ``tolerance`` seconds of now, 300 by default, in the
-past or the future), then remembers the delivery id (a retry of a delivery it processed: answer 2xx,
-do nothing) and the ``v1`` value for the tolerance window (the same signature twice is a replay).
+    signed_bytes = b"v2\n" + t + b"\n" + tenant + b"\n" + callback URL + b"\n" + body
+
+The body is the batch's summary.json, byte for byte; the URL the one the batch was created with (its
+callbackUrl, or its tenant's default then), path and query included. Each tenant has a secret of its
+own (``tenant_secret``: derived from the deployment's root secret and the tenant's random secret id,
+so MySQL holds no secret; `pdfbatch keys create` shows it once). A receiver verifies with its secret,
+its tenant name and its own URL (``verify``), so a summary of another tenant's batch, or a genuine
+delivery re-posted to another receiver, fails there. While a secret is rotated (`pdfbatch keys
+rotate-secret --overlap-hours H`) the header carries one ``v2`` per secret: either verifies.
+``verify`` is constant-time and wants ``t`` within ``tolerance`` seconds of now (300 by default, in
+the past or the future); a receiver then remembers the delivery id (a retry of a delivery it
+processed: answer 2xx, do nothing) and the ``v2`` values for the tolerance window (a replay).
+Version 1 (``v1=``, over ``t.body`` alone, one deployment-wide secret) is no longer sent.
 
 A callback URL is refused unless it is https (http only where the deployment allows it: local tests),
-names no user or password, and its host is neither a literal nor a name resolving to an address that is
-private, loopback, link-local, multicast, reserved, shared (CGNAT) or unspecified, IPv4 or IPv6,
-including IPv4 inside IPv6 (mapped, 6to4, NAT64). An explicit allow-list (PDFBATCH_CALLBACK_ALLOW:
-hosts and CIDRs) lifts that for local testing. The check runs when the batch is created and again at
-every delivery, which then connects to the address it checked (adapters/webhook.py): no second lookup.
+names no user or password, names port 443 (80 for http) or one the operator lists
+(PDFBATCH_CALLBACK_PORTS: else a callback could probe any port of a public host), and its host is
+neither a literal nor a name resolving to an address that is private, loopback, link-local,
+multicast, reserved, shared (CGNAT) or unspecified, IPv4 or IPv6, including IPv4 inside IPv6 (mapped,
+6to4, NAT64). An explicit allow-list (PDFBATCH_CALLBACK_ALLOW: hosts and CIDRs) lifts that for local
+testing. The check runs when the batch is created and again at every delivery, which then connects to
+the address it checked (adapters/webhook.py): no second lookup.
 """
 
 from __future__ import annotations
@@ -33,6 +45,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 SIGNATURE_HEADER = "Pdfbatch-Signature"
+TENANT_HEADER = "Pdfbatch-Tenant"
 DELIVERY_HEADER = "Pdfbatch-Delivery"
 DEFAULT_TOLERANCE = 300
 MAX_URL_LENGTH = 2048
@@ -54,6 +67,10 @@ class UnresolvedHost(CallbackUrlError):
     """The URL's host name resolved to no address (maybe for now: DNS may be failing)."""
 
 
+class BlockedPort(CallbackUrlError):
+    """The URL names a port the deployment does not call (443, 80 for http, and the operator's list)."""
+
+
 # --- signing and verifying ------------------------------------------------------------------------
 
 
@@ -61,29 +78,57 @@ def _key(secret: str | bytes) -> bytes:
     return secret.encode("utf-8") if isinstance(secret, str) else secret
 
 
-def signature(secret: str | bytes, timestamp: int, body: bytes) -> str:
-    """hex(HMAC-SHA256(secret, f"{timestamp}." + body))."""
-    return hmac.new(_key(secret), f"{timestamp}.".encode("ascii") + body, hashlib.sha256).hexdigest()
+def signed_bytes(timestamp: int, tenant: str, url: str, body: bytes) -> bytes:
+    """What a v2 signature covers: version, timestamp, tenant, destination URL and body, newline-separated."""
+    return f"v2\n{timestamp}\n{tenant}\n{url}\n".encode() + body
 
 
-def sign(secret: str | bytes, body: bytes, timestamp: int | None = None) -> str:
-    """The Pdfbatch-Signature header value for ``body`` at ``timestamp`` (default: now)."""
+def signature(secret: str | bytes, timestamp: int, body: bytes, *, tenant: str, url: str) -> str:
+    """hex(HMAC-SHA256(secret, signed_bytes(timestamp, tenant, url, body)))."""
+    return hmac.new(_key(secret), signed_bytes(timestamp, tenant, url, body), hashlib.sha256).hexdigest()
+
+
+def sign(
+    secrets: str | bytes | Sequence[str | bytes],
+    body: bytes,
+    timestamp: int | None = None,
+    *,
+    tenant: str,
+    url: str,
+) -> str:
+    """The Pdfbatch-Signature header value for ``body`` to ``url`` of ``tenant`` at ``timestamp`` (default:
+    now): one ``v2`` per secret (several while a secret is rotated)."""
     t = int(time.time()) if timestamp is None else int(timestamp)
-    return f"t={t},v1={signature(secret, t, body)}"
+    keys = [secrets] if isinstance(secrets, str | bytes) else list(secrets)
+    return ",".join([f"t={t}", *(f"v2={signature(k, t, body, tenant=tenant, url=url)}" for k in keys)])
+
+
+def tenant_secret(root: str | bytes, tenant: str, secret_id: str) -> str:
+    """A tenant's signing secret: HMAC-SHA256(root, tenant and its secret id), as the tenant is shown it.
+
+    The root is the deployment's (CallbackTenantRoot in Secrets Manager), the id random per tenant and
+    rotation (pdfbatch_tenants): neither alone is the secret, so the database holds none."""
+    mac = hmac.new(_key(root), f"pdfbatch-tenant-secret\x00{tenant}\x00{secret_id}".encode(), hashlib.sha256)
+    return "whsec_" + mac.hexdigest()
 
 
 def verify(
     secret: str | bytes,
     header: str | None,
     body: bytes,
+    *,
+    tenant: str,
+    url: str,
     tolerance: int = DEFAULT_TOLERANCE,
     now: float | None = None,
 ) -> int:
-    """Check a Pdfbatch-Signature header against the raw body; return its timestamp.
+    """Check a Pdfbatch-Signature header against the raw body, this receiver's tenant and URL; return its
+    timestamp.
 
     Raises SignatureError when the header is missing or malformed, when its timestamp is more than
-    ``tolerance`` seconds from ``now`` (either way), or when no ``v1`` matches (compared in constant
-    time). Several ``v1`` entries may be present (a secret being rotated): one match is enough.
+    ``tolerance`` seconds from ``now`` (either way), or when no ``v2`` matches (compared in constant
+    time): another secret, tenant, URL or body. Several ``v2`` entries may be present (a secret being
+    rotated): one match is enough. ``v1`` entries (the old scheme) are ignored.
     """
     if not header:
         raise SignatureError("no signature header")
@@ -97,14 +142,14 @@ def verify(
             if timestamp is not None or not value.isascii() or not value.isdigit() or len(value) > 12:
                 raise SignatureError("malformed timestamp")
             timestamp = int(value)
-        elif name == "v1":
+        elif name == "v2":
             candidates.append(value)
     if timestamp is None or not candidates:
-        raise SignatureError("the header needs t= and v1=")
+        raise SignatureError("the header needs t= and v2=")
     current = time.time() if now is None else now
     if abs(current - timestamp) > tolerance:
         raise SignatureError("timestamp outside the tolerance")
-    expected = signature(secret, timestamp, body)
+    expected = signature(secret, timestamp, body, tenant=tenant, url=url)
     if not any(
         hmac.compare_digest(expected.encode("ascii"), c.encode("utf-8", "replace")) for c in candidates
     ):
@@ -211,6 +256,32 @@ class AllowList:
 
 
 @dataclass(frozen=True)
+class PortList:
+    """Ports a callback may name besides its scheme's default (443, or 80 for http): the operator's."""
+
+    ranges: tuple[tuple[int, int], ...] = ()
+
+    @classmethod
+    def parse(cls, text: str) -> PortList:
+        """``"8443, 9000-9100"``: ports and inclusive ranges, comma-separated; ValueError when not."""
+        ranges: list[tuple[int, int]] = []
+        for item in (i.strip() for i in text.split(",")):
+            if not item:
+                continue
+            low, _, high = item.partition("-")
+            first, last = int(low), int(high or low)
+            if not 1 <= first <= last <= 65535:
+                raise ValueError(f"not a port or range: {item!r}")
+            ranges.append((first, last))
+        return cls(tuple(ranges))
+
+    def allows(self, scheme: str, port: int) -> bool:
+        """Whether a ``scheme`` URL may name ``port``."""
+        default = 443 if scheme == "https" else 80
+        return port == default or any(first <= port <= last for first, last in self.ranges)
+
+
+@dataclass(frozen=True)
 class Target:
     """A checked callback URL: where to connect (the checked addresses) and what to ask for."""
 
@@ -274,14 +345,17 @@ def check_url(
     *,
     allow_http: bool = False,
     allow: AllowList | None = None,
+    ports: PortList | None = None,
     resolver: Resolver = resolve,
 ) -> Target:
-    """The Target of ``url`` if pdfbatch may call it: scheme, no credentials, every address public.
+    """The Target of ``url`` if pdfbatch may call it: scheme, no credentials, port, every address public.
 
     The host is resolved once here; every address it resolves to must pass (one private address
     refuses the URL: a name that also points inside is a way in). A literal address is its own answer.
     """
     scheme, host, port, path = parse_url(url, allow_http)
+    if not (ports or PortList()).allows(scheme, port):
+        raise BlockedPort("callbackUrl must use port 443" + (" (80 for http)" if allow_http else ""))
     allowed = allow or AllowList()
     try:
         literal: Address | None = ipaddress.ip_address(host)

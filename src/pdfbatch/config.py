@@ -99,8 +99,13 @@ class Settings:
     # Signed callbacks (pdfbatch.callbacks, services/callbacks.py; README "Getting results out").
     callback_secret: str = ""  # PDFBATCH_CALLBACK_SECRET: the signing secret's ARN (read by bootstrap)
     callback_key: str = field(default="", repr=False)  # the signing secret's value (from that secret)
+    # PDFBATCH_CALLBACK_TENANT_ROOT: the root's ARN; each tenant's secret derives from its value
+    callback_tenant_root: str = ""
+    callback_root_key: str = field(default="", repr=False)  # the root's value (from that secret)
     callback_allow: str = ""  # PDFBATCH_CALLBACK_ALLOW: hosts/CIDRs allowed though private (local tests)
     callback_allow_http: bool = False  # PDFBATCH_CALLBACK_ALLOW_HTTP: http:// too (local deployments only)
+    # PDFBATCH_CALLBACK_PORTS: ports besides 443 (and 80 with http) a callback may name ("8443, 9000-9100")
+    callback_ports: str = ""
     callback_attempts: int = 8  # PDFBATCH_CALLBACK_ATTEMPTS: POSTs of one delivery before its DLQ
     callback_retry_base_seconds: int = 30  # PDFBATCH_CALLBACK_RETRY_BASE_SECONDS: first backoff
     callback_retry_max_seconds: int = 3600  # PDFBATCH_CALLBACK_RETRY_MAX_SECONDS: backoff cap
@@ -164,8 +169,10 @@ class Settings:
             secrets_max_age=_int(e, "PDFBATCH_SECRETS_MAX_AGE", 300),
             match_policy=_choice(e, "PDFBATCH_MATCH_POLICY", MATCH_POLICIES),
             callback_secret=e.get("PDFBATCH_CALLBACK_SECRET", ""),
+            callback_tenant_root=e.get("PDFBATCH_CALLBACK_TENANT_ROOT", ""),
             callback_allow=e.get("PDFBATCH_CALLBACK_ALLOW", ""),
             callback_allow_http=_bool(e, "PDFBATCH_CALLBACK_ALLOW_HTTP"),
+            callback_ports=_ports(e, "PDFBATCH_CALLBACK_PORTS"),
             callback_attempts=max(1, _int(e, "PDFBATCH_CALLBACK_ATTEMPTS", 8)),
             callback_retry_base_seconds=_int(e, "PDFBATCH_CALLBACK_RETRY_BASE_SECONDS", 30),
             callback_retry_max_seconds=_int(e, "PDFBATCH_CALLBACK_RETRY_MAX_SECONDS", 3600),
@@ -193,6 +200,7 @@ class Settings:
         redis_url: str | None = None,
         api_key: str | None = None,
         callback_key: str | None = None,
+        callback_root_key: str | None = None,
     ) -> Settings:
         """These settings completed with the values read from their secrets (None: not read).
 
@@ -210,6 +218,8 @@ class Settings:
             changes["api_key"] = api_key
         if callback_key is not None:
             changes["callback_key"] = callback_key
+        if callback_root_key is not None:
+            changes["callback_root_key"] = callback_root_key
         return replace(self, **changes) if changes else self
 
     def pdf_url(self, key: str) -> str:
@@ -295,6 +305,17 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
     if value <= 0:
         raise ConfigError(f"{name} must be positive")
     return value
+
+
+def _ports(env: Mapping[str, str], name: str) -> str:
+    from pdfbatch.callbacks import PortList
+
+    raw = env.get(name) or ""
+    try:
+        PortList.parse(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name} must be ports and ranges (8443, 9000-9100), got {raw!r}") from exc
+    return raw
 
 
 def _bool(env: Mapping[str, str], name: str, default: bool = False) -> bool:

@@ -477,6 +477,17 @@ class TenantKey:
     revoked_at: float | None
 
 
+@dataclass(frozen=True)
+class SigningIds:
+    """A tenant's signing secret ids (pdfbatch_tenants): the secret is derived from one and the
+    deployment's root (callbacks.tenant_secret), so no secret is stored. ``previous`` still signs
+    until ``previous_until`` (a rotation's overlap)."""
+
+    current: str
+    previous: str | None = None
+    previous_until: float | None = None
+
+
 class TenantKeys(Protocol):
     """The tenant keys table (MySQL): hashes of keys, each with its tenant and whether it is revoked."""
 
@@ -510,4 +521,12 @@ class TenantKeys(Protocol):
 
     def callbacks(self) -> dict[str, str]:
         """Every tenant's default callback URL, by tenant (`keys list`)."""
+        ...
+
+    def signing_ids(self, tenant: str) -> SigningIds | None:
+        """``tenant``'s signing secret ids, None when it has none (made before issue 24): one read."""
+        ...
+
+    def set_signing_ids(self, tenant: str, ids: SigningIds) -> None:
+        """Replace ``tenant``'s signing secret ids (`keys create`, `keys rotate-secret`)."""
         ...

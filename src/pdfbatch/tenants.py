@@ -123,3 +123,59 @@ def create_key(keys: TenantKeys, tenant: str) -> str:
 def revoke_keys(keys: TenantKeys, tenant: str) -> int:
     """`pdfbatch keys revoke`: every live key of ``tenant`` refused from the next request on."""
     return keys.revoke(check_tenant(tenant))
+
+
+def new_signing_secret(
+    keys: TenantKeys, root: str, tenant: str, now: float, overlap_seconds: float = 0.0
+) -> str:
+    """A new signing secret for ``tenant`` (`keys create`, `keys rotate-secret`), returned to show once.
+
+    Only a random id is stored (pdfbatch_tenants); the secret is derived from it and the deployment's
+    root (callbacks.tenant_secret). With ``overlap_seconds`` the secret it replaces keeps signing, next
+    to the new one, until then: its receivers switch without a delivery failing.
+    """
+    import secrets
+
+    from pdfbatch.callbacks import tenant_secret
+    from pdfbatch.errors import ConfigError
+    from pdfbatch.ports import SigningIds
+
+    if not root:
+        raise ConfigError("the tenants' signing root is not available (CallbackTenantRoot)")
+    old = keys.signing_ids(check_tenant(tenant))
+    new_id = secrets.token_hex(16)
+    if old is not None and overlap_seconds > 0:
+        keys.set_signing_ids(tenant, SigningIds(new_id, old.current, now + overlap_seconds))
+    else:
+        keys.set_signing_ids(tenant, SigningIds(new_id))
+    return tenant_secret(root, tenant, new_id)
+
+
+def signing_secrets(
+    keys: TenantKeys | None, root: str, shared: str, tenant: str | None, now: float
+) -> list[str]:
+    """The secrets a delivery of ``tenant``'s batch is signed with, the current one first.
+
+    A tenant's own (and, during a rotation's overlap, its previous); the deployment-wide CallbackSecret
+    for the admin's batches and for a tenant made before tenants had secrets (until `keys
+    rotate-secret` gives it one: until then a tenant holding that secret could sign for it).
+    """
+    from pdfbatch.callbacks import tenant_secret
+    from pdfbatch.errors import ConfigError
+
+    ids = keys.signing_ids(tenant) if keys is not None and tenant is not None else None
+    if ids is None:
+        if tenant is not None:
+            from pdfbatch.logs import logger
+
+            logger.warning("tenant signs with the shared secret: `pdfbatch keys rotate-secret` gives it one")
+        if not shared:
+            raise ConfigError("PDFBATCH_CALLBACK_SECRET is not set (the signing secret)")
+        return [shared]
+    if not root:
+        raise ConfigError("PDFBATCH_CALLBACK_TENANT_ROOT is not set (the tenants' signing root)")
+    assert tenant is not None
+    out = [tenant_secret(root, tenant, ids.current)]
+    if ids.previous is not None and ids.previous_until is not None and now < ids.previous_until:
+        out.append(tenant_secret(root, tenant, ids.previous))
+    return out

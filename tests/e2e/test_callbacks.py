@@ -34,8 +34,10 @@ pytestmark = pytest.mark.e2e
 class Receiver:
     """An HTTP receiver as a customer would write it: verify, refuse replays and stale signatures."""
 
-    def __init__(self, secret: str, port: int, answers: list[int]) -> None:
+    def __init__(self, secret: str, port: int, answers: list[int], tenant: str = "") -> None:
         self.secret = secret
+        self.tenant = tenant  # who this receiver is: "" for the admin's batches
+        self.port = port
         self.answers = answers
         self.deliveries: dict[str, bytes] = {}  # delivery id -> body, each processed once
         self.signatures: set[str] = set()
@@ -45,7 +47,7 @@ class Receiver:
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                status = receiver.receive(dict(self.headers.items()), body)
+                status = receiver.receive(dict(self.headers.items()), body, self.path)
                 self.send_response(status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -56,11 +58,12 @@ class Receiver:
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
-    def receive(self, headers: dict[str, str], body: bytes) -> int:
+    def receive(self, headers: dict[str, str], body: bytes, path: str = "/") -> int:
         header = headers.get(callbacks.SIGNATURE_HEADER)
         delivery = headers.get(callbacks.DELIVERY_HEADER)
+        url = f"http://127.0.0.1:{self.port}{path}"  # its own URL, as registered
         try:
-            callbacks.verify(self.secret, header, body)
+            callbacks.verify(self.secret, header, body, tenant=self.tenant, url=url)
         except callbacks.SignatureError:
             status = 400
         else:
@@ -185,9 +188,11 @@ def test_a_callback_receiver_down_at_first_gets_a_signed_delivery_and_a_replay(
         seen = next(iter(receiver.signatures))
         headers = {callbacks.SIGNATURE_HEADER: seen, callbacks.DELIVERY_HEADER: delivery_id}
         assert _post(port, headers, body) in (400, 409)
-        stale = callbacks.sign(secret, body, int(time.time()) - callbacks.DEFAULT_TOLERANCE - 60)
+        stale = callbacks.sign(
+            secret, body, int(time.time()) - callbacks.DEFAULT_TOLERANCE - 60, tenant="", url=url
+        )
         assert _post(port, {callbacks.SIGNATURE_HEADER: stale}, body) == 400
-        forged = callbacks.sign("not-the-secret", body)
+        forged = callbacks.sign("not-the-secret", body, tenant="", url=url)
         assert _post(port, {callbacks.SIGNATURE_HEADER: forged}, body) == 400
         # WHEN the operator replays it THEN the same body arrives under a new delivery id
         replay = run_cli(env, "callbacks", batch_id, "--replay", "--json")
@@ -294,6 +299,9 @@ def test_a_zip_dropped_under_a_tenants_prefix_is_delivered_to_the_tenants_defaul
         assert done.returncode == 0, done.stderr[-3000:]
         created = json.loads(done.stdout)
         assert created["callback"] == f"http://127.0.0.1:{port}"
+        # the tenant's receiver verifies with the tenant's own secret, shown this once, not the shared one
+        assert created["signingSecret"] and created["signingSecret"] != secret
+        receiver.secret, receiver.tenant = created["signingSecret"], tenant
         listed = run_cli(env, "keys", "list", "--json")
         assert listed.returncode == 0 and f"secret-{run}" not in listed.stdout
         assert {k["tenant"]: k["callback"] for k in json.loads(listed.stdout)["keys"]}[tenant] == (

@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.server
 import json
 import socket
+import ssl
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -16,7 +17,7 @@ import pytest
 
 from fixtures import pdfs
 from fixtures.pipeline import drain, upload
-from fixtures.stack import free_port
+from fixtures.stack import CALLBACK_PORTS, free_port
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import callbacks, delivery
 from pdfbatch.adapters.mysql import MysqlClient
@@ -43,7 +44,13 @@ class Server:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 ok = True
                 try:
-                    callbacks.verify(SECRET, self.headers.get(callbacks.SIGNATURE_HEADER), body)
+                    # this receiver's URL as the request names it (tenant "": the admin's batches)
+                    scheme = "https" if isinstance(self.connection, ssl.SSLSocket) else "http"
+                    url = f"{scheme}://{self.headers['Host']}{self.path}"
+                    tenant = self.headers.get(callbacks.TENANT_HEADER, "")
+                    callbacks.verify(
+                        SECRET, self.headers.get(callbacks.SIGNATURE_HEADER), body, tenant=tenant, url=url
+                    )
                 except callbacks.SignatureError:
                     ok = False
                 outer.got.append(
@@ -85,6 +92,7 @@ def cb_deps(deps: Deps) -> Iterator[Deps]:
         deps.settings,
         callback_allow="127.0.0.1/32",
         callback_allow_http=True,
+        callback_ports=CALLBACK_PORTS,
         callback_key=SECRET,
         callback_attempts=5,
         callback_retry_base_seconds=1,
@@ -190,7 +198,8 @@ def test_the_post_connects_to_the_checked_address_and_never_looks_the_name_up_ag
     # "rebind.invalid" resolves nowhere: only the checked address can have been connected to
     target = callbacks.Target("http", "rebind.invalid", port, "/in", ("127.0.0.1",))
     with Server(port, [204]) as server:
-        headers = {callbacks.SIGNATURE_HEADER: callbacks.sign(SECRET, b"{}"), callbacks.DELIVERY_HEADER: "d"}
+        signed = callbacks.sign(SECRET, b"{}", tenant="", url=f"http://rebind.invalid:{port}/in")
+        headers = {callbacks.SIGNATURE_HEADER: signed, callbacks.DELIVERY_HEADER: "d"}
         result = post(target, b"{}", headers, timeout=3)
     assert result.status == 204 and result.delivered
     assert server.got[0]["host"] == f"rebind.invalid:{port}"
@@ -200,7 +209,8 @@ def test_a_redirect_is_not_followed_and_a_silent_server_times_out() -> None:
     port = free_port()
     target = callbacks.Target("http", "127.0.0.1", port, "/", ("127.0.0.1",))
     with Server(port, [302]) as server:
-        result = post(target, b"{}", {callbacks.SIGNATURE_HEADER: callbacks.sign(SECRET, b"{}")}, timeout=3)
+        signed = callbacks.sign(SECRET, b"{}", tenant="", url=f"http://127.0.0.1:{port}/")
+        result = post(target, b"{}", {callbacks.SIGNATURE_HEADER: signed}, timeout=3)
     assert (result.status, result.error, result.delivered) == (302, "http_302", False)
     assert len(server.got) == 1
     with socket.socket() as silent:
@@ -274,7 +284,6 @@ def _self_signed(tmp: Any, name: str) -> tuple[str, str]:
 
 
 def test_https_sends_the_name_as_sni_and_checks_the_certificate_against_it(tmp_path: Any) -> None:
-    import ssl
 
     port = free_port()
     key, cert = _self_signed(tmp_path, "receiver.test")
@@ -286,7 +295,11 @@ def test_https_sends_the_name_as_sni_and_checks_the_certificate_against_it(tmp_p
     server.httpd.socket = served.wrap_socket(server.httpd.socket, server_side=True)
     trusted = ssl.create_default_context(cafile=cert)
     body = b"{}"
-    headers = {callbacks.SIGNATURE_HEADER: callbacks.sign(SECRET, body)}
+    headers = {
+        callbacks.SIGNATURE_HEADER: callbacks.sign(
+            SECRET, body, tenant="", url=f"https://receiver.test:{port}/"
+        )
+    }
     with server:
         # connected to 127.0.0.1, but TLS speaks to receiver.test: SNI and certificate name agree
         ok = post(

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,8 @@ import pytest
 
 from fakes import FakeTenantKeys
 from fixtures.apigw import TEST_API_KEY, Context, api_event, load_handler
-from pdfbatch import bootstrap, tenants
+from fixtures.stack import CALLBACK_PORTS
+from pdfbatch import bootstrap, callbacks, tenants
 from pdfbatch.adapters.mysql import MysqlClient
 from pdfbatch.adapters.tenant_keys import MysqlTenantKeys
 from pdfbatch.services import Deps, batches
@@ -70,9 +72,18 @@ def test_the_fake_keys_table_answers_as_the_mysql_one(db: Any, mysql_url: str) -
     real.client.close()
 
 
+# The tenants' signing root as the CLI reads it without a stack (a deployed one: its CallbackTenantRoot).
+ROOT_KEY = "integration-root-0123456789"
+
+
 def cli(mysql_url: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("PDFBATCH_CALLBACK_")}
-    env = {**base, **(env or {}), "PDFBATCH_MYSQL_URL": mysql_url}
+    env = {
+        **base,
+        "PDFBATCH_CALLBACK_TENANT_ROOT_KEY": ROOT_KEY,
+        **(env or {}),
+        "PDFBATCH_MYSQL_URL": mysql_url,
+    }
     return subprocess.run(
         [sys.executable, "-m", "pdfbatch.cli", "keys", *args],
         env=env,
@@ -87,6 +98,7 @@ def test_the_keys_cli_creates_lists_and_revokes_on_the_database(db: Any, mysql_u
     # GIVEN no keys table yet (a fresh install: the CLI creates it)
     with db.cursor() as cur:
         cur.execute("DROP TABLE pdfbatch_tenant_keys")
+        cur.execute("DROP TABLE IF EXISTS pdfbatch_tenants")
     # WHEN an operator creates a key for acme
     done = cli(mysql_url, "create", "acme", "--json")
     assert done.returncode == 0, done.stderr
@@ -100,9 +112,26 @@ def test_the_keys_cli_creates_lists_and_revokes_on_the_database(db: Any, mysql_u
     assert listed.returncode == 0 and key not in listed.stdout
     (item,) = json.loads(listed.stdout)["keys"]
     assert (item["tenant"], item["keyId"], item["revokedAt"]) == ("acme", created["keyId"], None)
-    # AND the plain output prints the key alone on stdout
+    # AND its first key came with its signing secret, shown this once; MySQL holds only a random id
+    secret = created["signingSecret"]
+    ids = store.signing_ids("acme")
+    assert secret.startswith("whsec_") and ids is not None
+    assert secret == callbacks.tenant_secret(ROOT_KEY, "acme", ids.current)
+    with db.cursor() as cur:
+        cur.execute("SELECT * FROM pdfbatch_tenants WHERE tenant = 'acme'")
+        assert secret.removeprefix("whsec_") not in json.dumps(cur.fetchall(), default=str)
+    # AND a second key leaves the secret as it is: the plain output prints the key alone on stdout
     plain = cli(mysql_url, "create", "acme")
     assert plain.returncode == 0 and tenants.looks_like_key(plain.stdout.strip())
+    assert store.signing_ids("acme") == ids
+    # WHEN the secret is rotated with a 2-hour overlap THEN the new one is printed, the old signs on
+    rotated = cli(mysql_url, "rotate-secret", "acme", "--overlap-hours", "2", "--json")
+    assert rotated.returncode == 0, rotated.stderr
+    new = json.loads(rotated.stdout)["signingSecret"]
+    now = time.time()
+    assert tenants.signing_secrets(store, ROOT_KEY, "", "acme", now) == [new, secret]
+    assert tenants.signing_secrets(store, ROOT_KEY, "", "acme", now + 2 * 3600 + 60) == [new]
+    assert cli(mysql_url, "rotate-secret", "nobody-here").returncode == 2
     # WHEN acme is revoked
     revoked = cli(mysql_url, "revoke", "acme", "--json")
     assert revoked.returncode == 0 and json.loads(revoked.stdout) == {"tenant": "acme", "revoked": 2}
@@ -183,7 +212,11 @@ def test_the_fake_and_mysql_tenants_table_keep_defaults_alike(db: Any, mysql_url
 
 
 def test_the_keys_cli_sets_lists_and_clears_a_default_callback(db: Any, mysql_url: str) -> None:
-    env = {"PDFBATCH_CALLBACK_ALLOW": "127.0.0.1/32", "PDFBATCH_CALLBACK_ALLOW_HTTP": "true"}
+    env = {
+        "PDFBATCH_CALLBACK_ALLOW": "127.0.0.1/32",
+        "PDFBATCH_CALLBACK_ALLOW_HTTP": "true",
+        "PDFBATCH_CALLBACK_PORTS": CALLBACK_PORTS,
+    }
     url = "http://127.0.0.1:8080/hooks/acme?token=s3cret"
     # WHEN an operator creates acme's key with a default callback URL
     done = cli(mysql_url, "create", "acme", "--callback-url", url, "--json", env=env)
@@ -224,7 +257,12 @@ def test_a_tenants_drop_keeps_the_default_it_was_created_with_on_mariadb(deps: D
     assert deps.tenants is not None
     local = replace(
         deps,
-        settings=replace(deps.settings, callback_allow="127.0.0.1/32", callback_allow_http=True),
+        settings=replace(
+            deps.settings,
+            callback_allow="127.0.0.1/32",
+            callback_allow_http=True,
+            callback_ports=CALLBACK_PORTS,
+        ),
         callbacks=MysqlCallbackLog(deps.tenants.client),  # type: ignore[attr-defined]
     )
     store = local.tenants

@@ -26,76 +26,89 @@ from fixtures import pdfs
 from fixtures.apigw import Context, api_event, load_handler
 from fixtures.examples import examples
 from fixtures.pipeline import drain, upload
+from fixtures.stack import CALLBACK_PORTS
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import bootstrap, callbacks, delivery
 from pdfbatch.adapters.webhook import PostResult
-from pdfbatch.callbacks import AllowList, CallbackUrlError, SignatureError, check_url, sign, verify
-from pdfbatch.errors import InvalidInput
+from pdfbatch.callbacks import (
+    AllowList,
+    BlockedPort,
+    CallbackUrlError,
+    PortList,
+    SignatureError,
+    check_url,
+    sign,
+    verify,
+)
+from pdfbatch.config import Settings
+from pdfbatch.errors import ConfigError, InvalidInput
 from pdfbatch.services import Deps, staging
 from pdfbatch.services import callbacks as service
 
 SECRET = "whsec-test-0123456789"
 NOW = 1_700_000_000
+# What a v2 signature binds besides the body: the batch's tenant and the URL it is POSTed to.
+TO = {"tenant": "acme", "url": "https://hooks.acme.example/in?token=1"}
 
 # --- the signature --------------------------------------------------------------------------------
 
 
 def test_a_signature_verifies_with_its_secret_and_body() -> None:
     body = b'{"batchId": "x", "status": "COMPLETED"}'
-    header = sign(SECRET, body, NOW)
-    assert header.startswith(f"t={NOW},v1=")
-    assert verify(SECRET, header, body, now=NOW + 10) == NOW
+    header = sign(SECRET, body, NOW, **TO)
+    assert header.startswith(f"t={NOW},v2=")
+    assert verify(SECRET, header, body, now=NOW + 10, **TO) == NOW
 
 
 @settings(max_examples=examples(300))
 @given(body=st.binary(min_size=1, max_size=300), data=st.data())
 def test_any_changed_byte_of_the_body_fails(body: bytes, data: st.DataObject) -> None:
-    header = sign(SECRET, body, NOW)
+    header = sign(SECRET, body, NOW, **TO)
     i = data.draw(st.integers(0, len(body) - 1))
     flip = data.draw(st.integers(1, 255))
     tampered = body[:i] + bytes([body[i] ^ flip]) + body[i + 1 :]
     with pytest.raises(SignatureError):
-        verify(SECRET, header, tampered, now=NOW)
+        verify(SECRET, header, tampered, now=NOW, **TO)
     truncated_or_longer = data.draw(st.sampled_from([body[:-1], body + b" "]))
     with pytest.raises(SignatureError):
-        verify(SECRET, header, truncated_or_longer, now=NOW)
+        verify(SECRET, header, truncated_or_longer, now=NOW, **TO)
 
 
 @settings(max_examples=examples(200))
 @given(body=st.binary(max_size=200), other=st.text(min_size=1, max_size=40), shift=st.integers(-250, 250))
 def test_another_secret_or_another_timestamp_fails(body: bytes, other: str, shift: int) -> None:
     assume(other != SECRET)
-    header = sign(SECRET, body, NOW)
+    header = sign(SECRET, body, NOW, **TO)
     with pytest.raises(SignatureError):
-        verify(other, header, body, now=NOW)
+        verify(other, header, body, now=NOW, **TO)
     assume(shift != 0)
-    # the v1 of one timestamp under another t (inside the tolerance): still refused
+    # the v2 of one timestamp under another t (inside the tolerance): still refused
     moved = header.replace(f"t={NOW}", f"t={NOW + shift}")
     with pytest.raises(SignatureError):
-        verify(SECRET, moved, body, now=NOW)
+        verify(SECRET, moved, body, now=NOW, **TO)
 
 
 @given(age=st.integers(301, 10**9), sign_of=st.sampled_from([-1, 1]))
 def test_stale_and_future_timestamps_fail_and_the_tolerance_holds(age: int, sign_of: int) -> None:
     body = b"{}"
-    header = sign(SECRET, body, NOW)
+    header = sign(SECRET, body, NOW, **TO)
     with pytest.raises(SignatureError):
-        verify(SECRET, header, body, now=NOW + sign_of * age)
-    assert verify(SECRET, header, body, now=NOW + sign_of * 300) == NOW
+        verify(SECRET, header, body, now=NOW + sign_of * age, **TO)
+    assert verify(SECRET, header, body, now=NOW + sign_of * 300, **TO) == NOW
     with pytest.raises(SignatureError):
-        verify(SECRET, header, body, tolerance=5, now=NOW + sign_of * 6)
+        verify(SECRET, header, body, tolerance=5, now=NOW + sign_of * 6, **TO)
 
 
 @given(header=st.one_of(st.none(), st.text(max_size=120)))
 def test_any_header_that_is_not_a_signature_is_refused_with_signature_error(header: str | None) -> None:
     with pytest.raises(SignatureError):
-        verify(SECRET, header, b"{}", now=NOW)
+        verify(SECRET, header, b"{}", now=NOW, **TO)
 
 
-def test_a_header_with_a_second_v1_verifies_when_one_matches() -> None:
+def test_a_header_with_a_second_v2_verifies_when_one_matches() -> None:
     body = b"{}"
-    good = sign(SECRET, body, NOW)
-    assert verify(SECRET, f"{good},v1={'0' * 64}", body, now=NOW) == NOW
+    good = sign(SECRET, body, NOW, **TO)
+    assert verify(SECRET, f"{good},v2={'0' * 64}", body, now=NOW, **TO) == NOW
 
 
 # --- which URLs may be called ---------------------------------------------------------------------
@@ -180,7 +193,8 @@ def test_one_private_address_among_public_ones_refuses_the_name(bad: str, good: 
 
 @given(addresses=st.lists(st.one_of(public_v4, public_v6), min_size=1, max_size=4, unique=True))
 def test_public_addresses_pass_and_are_what_the_delivery_connects_to(addresses: list[str]) -> None:
-    target = check_url("https://hooks.example.com:8443/in?x=1", resolver=_resolving(*addresses))
+    ports = PortList.parse("8443")  # the operator's: 443 only without it
+    target = check_url("https://hooks.example.com:8443/in?x=1", ports=ports, resolver=_resolving(*addresses))
     assert target.addresses == tuple(addresses)
     assert (target.host, target.port, target.path) == ("hooks.example.com", 8443, "/in?x=1")
     assert target.origin == "https://hooks.example.com:8443"
@@ -249,6 +263,33 @@ def test_http_is_accepted_only_where_the_deployment_allows_it() -> None:
         check_url("http://hooks.example.com/", resolver=_resolving("8.8.8.8"))
 
 
+@settings(max_examples=200)
+@given(port=st.integers(1, 65535), host=st.one_of(public_v4, public_v6), http=st.booleans())
+def test_a_callback_names_port_443_or_80_with_http_unless_the_operator_allows_more(
+    port: int, host: str, http: bool
+) -> None:
+    # GIVEN a public host (a literal: no lookup) on any port, https or http where allowed
+    shown = f"[{host}]" if ":" in host else host
+    url = f"{'http' if http else 'https'}://{shown}:{port}/hook"
+    default = 80 if http else 443
+    # WHEN it is checked without the operator's list THEN only the scheme's own port passes
+    if port == default:
+        assert check_url(url, allow_http=http).port == port
+    else:
+        with pytest.raises(BlockedPort):
+            check_url(url, allow_http=http)  # https://8.8.8.8:22/ was a port scanner's probe
+    # AND the operator's list adds exactly the ports and ranges it names
+    listed = PortList.parse(f"{port}, 9000-9100")
+    assert check_url(url, allow_http=http, ports=listed).port == port
+    assert listed.allows("https", 9050) and not listed.allows("https", 9101)
+
+
+@pytest.mark.parametrize("text", ["22-21", "0", "65536", "ssh", "1-2-3"])
+def test_a_port_list_that_is_not_ports_fails_at_cold_start(text: str) -> None:
+    with pytest.raises(ConfigError, match="PDFBATCH_CALLBACK_PORTS"):
+        Settings.from_env({"PDFBATCH_BUCKET": "b", "PDFBATCH_CALLBACK_PORTS": text})
+
+
 def test_a_name_that_does_not_resolve_is_refused() -> None:
     with pytest.raises(CallbackUrlError, match="does not resolve"):
         check_url("https://nowhere.invalid/", resolver=_resolving())
@@ -258,9 +299,13 @@ def test_a_name_that_does_not_resolve_is_refused() -> None:
 
 
 def _local(deps: Deps, **changes: Any) -> Deps:
-    s = replace(
-        deps.settings, callback_allow="127.0.0.1/32", callback_allow_http=True, callback_key=SECRET, **changes
-    )
+    local_settings: dict[str, Any] = {
+        "callback_allow": "127.0.0.1/32",
+        "callback_allow_http": True,
+        "callback_ports": CALLBACK_PORTS,
+        "callback_key": SECRET,
+    }
+    s = replace(deps.settings, **{**local_settings, **changes})
     local = replace(deps, settings=s)
     bootstrap.override(local)
     return local
@@ -307,6 +352,18 @@ def test_post_batches_refuses_a_bad_callback_url_and_creates_nothing(deps: Deps,
     assert "169.254" not in answer["message"] and "meta-data" not in answer["message"]
 
 
+def test_post_batches_refuses_a_public_host_s_other_ports(deps: Deps) -> None:
+    # GIVEN a deployment that allows http, without the operator's port list
+    _local(deps, callback_ports="")
+    # WHEN a tenant names ssh's or another port of a public host THEN 400, before any connection
+    for url in ("https://8.8.8.8:22/", "http://8.8.8.8:8080/", "https://8.8.8.8:80/"):
+        status, answer = _post_batches({"callbackUrl": url})
+        assert (status, answer["error"]) == (400, "invalid_input"), url
+        assert "port 443" in answer["message"]
+    assert _post_batches({"callbackUrl": "https://8.8.8.8/"})[0] == 201
+    assert _post_batches({"callbackUrl": "http://8.8.8.8:80/"})[0] == 201
+
+
 # --- the deliverer ---------------------------------------------------------------------------------
 
 
@@ -323,7 +380,8 @@ class Receiver:
         self, target: callbacks.Target, body: bytes, headers: dict[str, str], timeout: float
     ) -> PostResult:
         self.got.append((target, body, headers))
-        verify(SECRET, headers[callbacks.SIGNATURE_HEADER], body, now=self.clock())
+        tenant, url = headers[callbacks.TENANT_HEADER], target.origin + target.path
+        verify(SECRET, headers[callbacks.SIGNATURE_HEADER], body, tenant=tenant, url=url, now=self.clock())
         answer = self.answers.pop(0) if self.answers else 200
         if isinstance(answer, str):
             return PostResult(None, answer, 5)
@@ -453,6 +511,58 @@ def test_a_url_that_now_resolves_inside_is_never_posted_to(local: Deps) -> None:
         service.deliver(local, message, 2, "rh", post=receiver, resolver=_resolving())  # DNS failing
     assert receiver.got == []
     assert [r.error for r in log.attempts(batch_id)] == ["blocked_address", "unresolved"]
+
+
+def test_a_url_on_a_port_no_longer_allowed_is_never_posted_to(local: Deps) -> None:
+    # GIVEN a batch whose URL was kept while its port was allowed (a tenant's default set before the rule)
+    batch_id, event = _finished_batch(local, None)
+    log: Any = local.callbacks
+    log.set_url(batch_id, "https://8.8.8.8:22/in", 0.0)
+    strict = replace(local, settings=replace(local.settings, callback_ports=""))
+    receiver = Receiver(local.clock, [200])  # type: ignore[arg-type]
+    # WHEN it is delivered THEN nothing is sent and the attempt says why
+    with pytest.raises(service.DeliveryFailed):
+        service.deliver(strict, service.parse_message(json.dumps(event)), 1, "rh", post=receiver)
+    assert receiver.got == [] and [r.error for r in log.attempts(batch_id)] == ["blocked_port"]
+
+
+@pytest.mark.parametrize(
+    ("recorded", "shown"),
+    [
+        ("http_503", "http_status"),
+        ("http_301", "http_status"),
+        ("timeout", "timeout"),
+        ("ConnectionRefusedError", "unreachable"),
+        ("ConnectionResetError", "unreachable"),
+        ("OSError", "unreachable"),
+        ("RemoteDisconnected", "unreachable"),
+        ("BadStatusLine", "unreachable"),
+        ("tls:SSLCertVerificationError", "unreachable"),
+        ("unresolved", "unreachable"),
+        ("blocked_address", "blocked"),
+        ("blocked_port", "blocked"),
+        ("ClientError", "internal"),
+        ("DependencyUnavailable", "internal"),
+        (None, None),
+    ],
+)
+def test_a_tenant_is_shown_an_attempt_error_s_class_only(recorded: str | None, shown: str | None) -> None:
+    # a refused port, a reset and a TLS failure read alike: the answer cannot map what listens on a host
+    assert service.tenant_error(recorded) == shown
+    assert shown is None or shown in service.TENANT_ERRORS
+
+
+def test_the_api_shows_the_class_and_the_operator_the_detail(local: Deps) -> None:
+    # GIVEN a delivery refused at the connection (the receiver down)
+    batch_id, event = _finished_batch(local)
+    receiver = Receiver(local.clock, ["ConnectionRefusedError"])  # type: ignore[arg-type]
+    with pytest.raises(service.DeliveryFailed):
+        service.deliver(local, service.parse_message(json.dumps(event)), 1, "rh", post=receiver)
+    # WHEN the tenant reads the batch THEN its lastError is the class; `pdfbatch callbacks` keeps the detail
+    raw = load_handler("status").handler(api_event("GET", f"/batches/{batch_id}"), Context())
+    shown = json.loads(raw["body"])["callback"]
+    assert (shown["state"], shown["lastError"]) == ("failing", "unreachable")
+    assert service.attempts(local, batch_id)["attempts"][0]["error"] == "ConnectionRefusedError"
 
 
 def test_a_batch_without_a_callback_or_of_another_deployment_is_acknowledged(local: Deps) -> None:

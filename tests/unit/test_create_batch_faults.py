@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fixtures.examples import examples
+from fixtures.stack import CALLBACK_PORTS
 from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.services import Deps, batches, views
 from pdfbatch.tenants import ADMIN, Caller
@@ -53,7 +54,9 @@ class Faulty:
 
 
 def _faulty(deps: Deps, plan: dict[str, Any]) -> Deps:
-    local = replace(deps.settings, callback_allow="127.0.0.1/32", callback_allow_http=True)
+    local = replace(
+        deps.settings, callback_allow="127.0.0.1/32", callback_allow_http=True, callback_ports=CALLBACK_PORTS
+    )
     wrapped = {
         name: Faulty(getattr(deps, name), name, plan)
         for name in ("ledger", "progress", "callbacks", "tenants", "store")

@@ -5,6 +5,7 @@ Access control on every route, and every answer (success or error) held to the O
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 from collections import Counter
@@ -342,3 +343,50 @@ def test_a_reused_upload_link_shows_in_the_status_and_the_key_lookup_as_document
         (second.batch_id, "s3"),
     }
     assert "laterUploads" not in call(status, "GET", f"/batches/{second.batch_id}").body
+
+
+# --- JSON bodies: capped before they are parsed --------------------------------------------------------
+
+
+def post(status: Any, body: str, encoded: bool = False) -> Answer:
+    """POST /batches with ``body`` (base64, as API Gateway sends a binary body, when ``encoded``)."""
+    event = api_event("POST", "/batches", headers={"Content-Type": "application/json"})
+    event["body"] = body
+    event["isBase64Encoded"] = encoded
+    raw = status.handler(event, Context())
+    parsed = json.loads(raw["body"])
+    check_response("POST", "/batches", raw["statusCode"], parsed, raw["headers"])
+    return Answer(raw["statusCode"], parsed, raw)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "[" * 100_000,  # json.loads recursed out of the stack: RecursionError, a 502 at API Gateway
+        "[" * 17 + "]" * 17,
+        '{"a":' * 17 + "1" + "}" * 17,
+        "{}" + " " * (16 * 1024),  # past the size cap, however harmless
+        '{"callbackUrl": "https://example.com/' + "é" * 8200 + '"}',  # < 16 Ki characters, > 16 KiB
+    ],
+    ids=["100000-brackets", "17-lists", "17-objects", "16KiB-and-more", "16KiB-of-utf8"],
+)
+def test_a_body_too_deep_or_too_big_is_400_before_it_is_parsed(deps: Deps, status: Any, body: str) -> None:
+    # GIVEN a body past the documented limits WHEN it is POSTed THEN 400 with a JSON error, never a raise
+    answer = post(status, body)
+    assert (answer.status, answer.body["error"]) == (400, "invalid_input")
+
+
+def test_a_body_that_is_not_utf8_is_400(deps: Deps, status: Any) -> None:
+    # GIVEN a binary body (base64) whose bytes are not UTF-8, outside a string and inside one
+    for raw in (b"\xff{}", b'{"callbackUrl": "https://example.com/\xed\xa0\x80"}'):
+        answer = post(status, base64.b64encode(raw).decode(), encoded=True)
+        assert (answer.status, answer.body["error"]) == (400, "invalid_input")
+
+
+def test_a_body_at_the_limits_is_accepted(deps: Deps, status: Any) -> None:
+    # GIVEN an object 16 deep that fills 16 KiB: brackets inside strings are text, not nesting
+    padding = " " * (16 * 1024 - 2)
+    assert post(status, "{}" + padding).status == 201
+    assert status.json_depth('{"a": "[[[[\\"[[[[", "b": [[]]}') == 3
+    nested = '{"callbackUrl": ' + "[" * 15 + "1" + "]" * 15 + "}"
+    assert post(status, nested).body["message"] == "callbackUrl must be a string"  # read, not capped

@@ -644,6 +644,7 @@ def test_each_role_may_read_exactly_its_secrets(template: dict[str, Any]) -> Non
             expected.add(("secretsmanager:GetSecretValue", "Ref:ApiKeySecret"))
         if function_id == "DeliverCallbacksFunction":
             expected.add(("secretsmanager:GetSecretValue", "Ref:CallbackSecret"))
+            expected.add(("secretsmanager:GetSecretValue", "Ref:CallbackTenantRoot"))
         assert secret_grants == expected, function_id
 
 
@@ -666,9 +667,10 @@ def test_only_deliver_callbacks_reads_the_signing_secret_and_only_reports(templa
             readable = {
                 r for a, r in grants(template, role_of(template, function_id)) if a.startswith("secrets")
             }
-            assert "Ref:CallbackSecret" not in readable, function_id
+            assert not readable & {"Ref:CallbackSecret", "Ref:CallbackTenantRoot"}, function_id
     env = function(template, "DeliverCallbacksFunction")["Environment"]["Variables"]
     assert env["PDFBATCH_CALLBACK_SECRET"] == {"Ref": "CallbackSecret"}
+    assert env["PDFBATCH_CALLBACK_TENANT_ROOT"] == {"Ref": "CallbackTenantRoot"}
     assert env["PDFBATCH_QUEUE_URL"] == {"Ref": "CallbackQueue"}
     # every completion event reaches the queue, and only the rule may send to it
     rule = template["Resources"]["CallbackRule"]["Properties"]

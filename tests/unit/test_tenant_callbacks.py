@@ -22,6 +22,7 @@ from fakes import FakeTenantKeys
 from fixtures.apigw import TEST_API_KEY, Context, api_event, load_handler
 from fixtures.examples import examples
 from fixtures.openapi import check_response
+from fixtures.stack import CALLBACK_PORTS
 from pdfbatch import bootstrap, tenants
 from pdfbatch.errors import InvalidInput
 from pdfbatch.ports import CallbackAttempt
@@ -35,7 +36,9 @@ HOOK = "http://127.0.0.1:9/acme-hook?token=s3cret"
 
 def _local(deps: Deps) -> Deps:
     """Callbacks to 127.0.0.1 over http allowed, as on the local stack."""
-    allowed = replace(deps.settings, callback_allow="127.0.0.1/32", callback_allow_http=True)
+    allowed = replace(
+        deps.settings, callback_allow="127.0.0.1/32", callback_allow_http=True, callback_ports=CALLBACK_PORTS
+    )
     local = replace(deps, settings=allowed)
     bootstrap.override(local)
     return local
@@ -179,7 +182,12 @@ def test_every_batch_keeps_its_explicit_url_else_its_owners_default_at_creation(
     local = replace(
         deps,
         tenants=keys,
-        settings=replace(deps.settings, callback_allow="127.0.0.1/32", callback_allow_http=True),
+        settings=replace(
+            deps.settings,
+            callback_allow="127.0.0.1/32",
+            callback_allow_http=True,
+            callback_ports=CALLBACK_PORTS,
+        ),
     )
     run = secrets.token_hex(4)  # the ledger outlives one example: each example's drops are new uploads
     expected: dict[str, str | None] = {}

@@ -148,6 +148,10 @@ ADDED_COLUMNS = (
     ("pdfbatch_batches", "tenant", "VARCHAR(32) CHARACTER SET ascii NULL"),
     # Issue 12: the lane that read a file ("text", "ocr"); "ocr" from the hand-off to the OCR lane on.
     ("pdfbatch_files", "source", "VARCHAR(8) NULL"),
+    # Issue 24: a tenant's signing secret ids (the secrets are derived from them and a root elsewhere).
+    ("pdfbatch_tenants", "secret_id", "CHAR(32) NULL"),
+    ("pdfbatch_tenants", "previous_secret_id", "CHAR(32) NULL"),
+    ("pdfbatch_tenants", "previous_until", "DOUBLE NULL"),
 )
 # Columns whose type changed: (table, column, definition, the DATA_TYPEs it is converted from).
 # user_id: BIGINT until the users table could have string and UUID ids; MODIFY keeps every stored id

@@ -1,5 +1,5 @@
 """Tenant keys in MySQL (pdfbatch_tenant_keys, created by MysqlClient.ensure_schema): hashes only; and
-each tenant's default callback URL (pdfbatch_tenants)."""
+each tenant's default callback URL and signing secret ids (pdfbatch_tenants: ids, never secrets)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pdfbatch.adapters.mysql import MysqlClient
-from pdfbatch.ports import TenantKey
+from pdfbatch.ports import SigningIds, TenantKey
 
 
 def _key(row: Mapping[str, Any]) -> TenantKey:
@@ -98,3 +98,32 @@ class MysqlTenantKeys:
             )
             rows = cur.fetchall()
         return {str(r["tenant"]): str(r["callback_url"]) for r in rows}
+
+    def signing_ids(self, tenant: str) -> SigningIds | None:
+        """``tenant``'s signing secret ids, or None (primary key read)."""
+        with self.client.cursor() as cur:
+            cur.execute(
+                "SELECT secret_id, previous_secret_id, previous_until FROM pdfbatch_tenants "
+                "WHERE tenant = %s",
+                (tenant,),
+            )
+            row = cur.fetchone()
+        if row is None or row["secret_id"] is None:
+            return None
+        until = row["previous_until"]
+        return SigningIds(
+            str(row["secret_id"]),
+            None if row["previous_secret_id"] is None else str(row["previous_secret_id"]),
+            None if until is None else float(until),
+        )
+
+    def set_signing_ids(self, tenant: str, ids: SigningIds) -> None:
+        """Replace ``tenant``'s signing secret ids: one upsert (the default callback URL kept)."""
+        with self.client.cursor() as cur:
+            cur.execute(
+                "INSERT INTO pdfbatch_tenants (tenant, updated_at, secret_id, previous_secret_id, "
+                "previous_until) VALUES (%s, %s, %s, %s, %s) ON DUPLICATE KEY UPDATE "
+                "updated_at = VALUES(updated_at), secret_id = VALUES(secret_id), "
+                "previous_secret_id = VALUES(previous_secret_id), previous_until = VALUES(previous_until)",
+                (tenant, self._clock(), ids.current, ids.previous, ids.previous_until),
+            )

@@ -2,9 +2,9 @@
 each tenant's default callback URL, on MySQL directly (as `report`).
 
 The key is printed once, on create, and only its SHA-256 is stored. A default callback URL is checked
-as a POSTed callbackUrl is (PDFBATCH_CALLBACK_ALLOW and PDFBATCH_CALLBACK_ALLOW_HTTP from this
-environment, as `stack up` passes them to the stack) and shown by its origin only, never its path or
-query. The operator reaches the same
+as a POSTed callbackUrl is (PDFBATCH_CALLBACK_ALLOW, PDFBATCH_CALLBACK_ALLOW_HTTP and
+PDFBATCH_CALLBACK_PORTS from this environment, as `stack up` passes them to the stack) and shown by its
+origin only, never its path or query. The operator reaches the same
 database the functions use (PDFBATCH_MYSQL_URL, as `stack up` passes it), and the table is created
 if this runs before any function did (``ensure_schema``: idempotent, what every cold start runs).
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -51,7 +52,8 @@ def _iso(ts: float | None) -> str | None:
 
 
 def keys_create(args: argparse.Namespace) -> int:
-    """Create a key for a tenant and print it (the only time it is shown)."""
+    """Create a key for a tenant and print it (the only time it is shown), and the tenant's signing
+    secret when it has none yet (shown this once too)."""
     from pdfbatch import tenants
 
     with _errors():
@@ -59,22 +61,91 @@ def keys_create(args: argparse.Namespace) -> int:
         store = tenant_keys()
         if args.callback_url is not None:
             _check_callback(args.callback_url)  # before the key: a refused URL creates nothing
+        needs_secret = store.signing_ids(args.name) is None
+        root = tenant_root() if needs_secret else ""  # before the key: no root, nothing created
         key = tenants.create_key(store, args.name)
+        secret = tenants.new_signing_secret(store, root, args.name, time.time()) if needs_secret else None
         origin = _set_callback(store, args.name, args.callback_url) if args.callback_url else None
     if args.json:
-        out = {"tenant": args.name, "key": key, "keyId": tenants.key_hash(key)[:12]}
+        out = {"tenant": args.name, "key": key, "keyId": tenants.key_hash(key)[:12], "signingSecret": secret}
         print(json.dumps({**out, "callback": origin} if args.callback_url else out))
     else:
         print(key)
+        if secret is not None:
+            print(secret)
         from pdfbatch.cli.common import stderr_console
 
         stderr_console().print(
-            f"tenant {shown(args.name)}: key created. It is shown this once; send it as x-api-key "
-            f"(upload page, curl, PDFBATCH_API_KEY). ZIPs dropped under uploads/{shown(args.name)}/ "
-            "are this tenant's too."
+            f"tenant {shown(args.name)}: key created"
+            + (" (first line) and its callbacks' signing secret (second line)" if secret else "")
+            + ". Shown this once; send the key as x-api-key (upload page, curl, PDFBATCH_API_KEY)"
+            + (
+                ", give the secret to the tenant's receiver"
+                if secret
+                else " (its signing secret is unchanged)"
+            )
+            + f". ZIPs dropped under uploads/{shown(args.name)}/ are this tenant's too."
             + (f" Their summaries are POSTed to {shown(origin)}, signed." if origin else "")
         )
     return EXIT_OK
+
+
+def keys_rotate_secret(args: argparse.Namespace) -> int:
+    """A new signing secret for a tenant, printed once; the old one also signs for --overlap-hours."""
+    from pdfbatch import tenants
+    from pdfbatch.cli.common import stderr_console
+
+    if args.overlap_hours < 0:
+        raise CliError("--overlap-hours must not be negative", EXIT_USAGE)
+    with _errors():
+        tenants.check_tenant(args.name)
+        store = tenant_keys()
+        if not any(k.tenant == args.name for k in store.list_keys()):
+            raise CliError(
+                f"no tenant {args.name!r}: create its key first (`pdfbatch keys create`)", EXIT_USAGE
+            )
+        secret = tenants.new_signing_secret(
+            store, tenant_root(), args.name, time.time(), overlap_seconds=args.overlap_hours * 3600
+        )
+    if args.json:
+        print(json.dumps({"tenant": args.name, "signingSecret": secret, "overlapHours": args.overlap_hours}))
+    else:
+        print(secret)
+        stderr_console().print(
+            f"tenant {shown(args.name)}: new signing secret (shown this once). "
+            + (
+                f"For {args.overlap_hours:g} h every delivery carries a signature by each secret; after "
+                "that only by this one."
+                if args.overlap_hours
+                else "The old secret no longer signs."
+            )
+        )
+    return EXIT_OK
+
+
+def tenant_root() -> str:
+    """The tenants' signing root: PDFBATCH_CALLBACK_TENANT_ROOT_KEY if set (tests), else the stack's
+    CallbackTenantRoot secret (its output CallbackTenantRootArn), read from Secrets Manager."""
+    import os
+
+    value = os.environ.get("PDFBATCH_CALLBACK_TENANT_ROOT_KEY")
+    if value:
+        return value
+    from pdfbatch.bootstrap import boto3_client
+    from pdfbatch.cli import common
+    from pdfbatch.cli.common import endpoint_url, local_credentials, region
+    from pdfbatch.config import Settings
+    from pdfbatch.ops.api import ApiError, stack_outputs
+
+    local_credentials()
+    try:
+        arn = stack_outputs(common.STACK_NAME, endpoint_url(), region()).get("CallbackTenantRootArn")
+    except ApiError as exc:
+        raise CliError(f"the tenants' signing root is needed: {exc}", EXIT_UNAVAILABLE) from exc
+    if not arn:
+        raise CliError("this stack has no CallbackTenantRoot (deploy it again with `pdfbatch stack up`)")
+    client = boto3_client("secretsmanager", Settings(endpoint_url=endpoint_url(), region=region()))
+    return str(client.get_secret_value(SecretId=arn)["SecretString"])
 
 
 def _check_callback(url: str) -> None:
@@ -177,11 +248,14 @@ def add_keys(sub: Any) -> None:
             "once and stored as hashes; revoking refuses them from the next request on.\n\n"
             "A tenant may have a default callback URL: its batches created without a callbackUrl\n"
             "(POST /batches without one, ZIPs dropped under uploads/NAME/) POST their summary there,\n"
-            "signed, when they end. Each batch keeps the default it was created with."
+            "signed, when they end. Each batch keeps the default it was created with. Each tenant's\n"
+            "summaries are signed with a secret of its own, shown once by `create` (its first key) and\n"
+            "by `rotate-secret`."
         ),
         epilog=(
             "example:\n  pdfbatch keys create acme --callback-url https://hooks.acme.example/pdfbatch\n"
-            "  pdfbatch keys list\n  pdfbatch keys set-callback acme --clear\n  pdfbatch keys revoke acme"
+            "  pdfbatch keys list\n  pdfbatch keys set-callback acme --clear\n"
+            "  pdfbatch keys rotate-secret acme --overlap-hours 24\n  pdfbatch keys revoke acme"
         ),
     )
     keys_sub = keys.add_subparsers(dest="action", required=True)
@@ -189,6 +263,7 @@ def add_keys(sub: Any) -> None:
         ("create", keys_create, "create a key for tenant NAME and print it (once)", True),
         ("list", keys_list, "every key: tenant, key id, created, revoked", False),
         ("revoke", keys_revoke, "revoke every live key of tenant NAME", True),
+        ("rotate-secret", keys_rotate_secret, "a new signing secret for tenant NAME, printed once", True),
     ):
         example = f"example:\n  pdfbatch keys {name}" + (" acme" if needs_name else " --json")
         p = keys_sub.add_parser(name, help=text, description=text, epilog=example, formatter_class=fmt)
@@ -198,6 +273,14 @@ def add_keys(sub: Any) -> None:
         p.set_defaults(func=fn)
         if name == "create":
             p.add_argument("--callback-url", metavar="URL", help=_CALLBACK_HELP)
+        if name == "rotate-secret":
+            p.add_argument(
+                "--overlap-hours",
+                type=float,
+                default=24.0,
+                metavar="H",
+                help="hours the old secret still signs, next to the new one (default 24; 0: stop now)",
+            )
     text = "set (or --clear) tenant NAME's default callback URL"
     p = keys_sub.add_parser(
         "set-callback",

@@ -75,6 +75,7 @@ PASSED_THROUGH = {
     # Signed callbacks: the allow-list and http are for local stacks (tests); the retries' pace.
     "PDFBATCH_CALLBACK_ALLOW": "CallbackAllow",
     "PDFBATCH_CALLBACK_ALLOW_HTTP": "CallbackAllowHttp",
+    "PDFBATCH_CALLBACK_PORTS": "CallbackPorts",
     "PDFBATCH_CALLBACK_ATTEMPTS": "CallbackAttempts",
     "PDFBATCH_CALLBACK_RETRY_BASE_SECONDS": "CallbackRetryBaseSeconds",
     "PDFBATCH_CALLBACK_RETRY_MAX_SECONDS": "CallbackRetryMaxSeconds",

@@ -64,6 +64,11 @@ def _allow_list(text: str) -> callbacks.AllowList:
     return callbacks.AllowList.parse(text)
 
 
+@functools.cache
+def _port_list(text: str) -> callbacks.PortList:
+    return callbacks.PortList.parse(text)
+
+
 def check(settings: Settings, url: str, resolver: callbacks.Resolver = callbacks.resolve) -> callbacks.Target:
     """The URL's Target if the settings let pdfbatch call it; InvalidInput saying why not."""
     try:
@@ -77,6 +82,7 @@ def _check_url(settings: Settings, url: str, resolver: callbacks.Resolver) -> ca
         url,
         allow_http=settings.callback_allow_http,
         allow=_allow_list(settings.callback_allow),
+        ports=_port_list(settings.callback_ports),
         resolver=resolver,
     )
 
@@ -147,12 +153,44 @@ def origin_of(url: str | None) -> str | None:
     return callbacks.Target(scheme, host, port, "/", ()).origin
 
 
+# What GET /batches/{id} says of an attempt's error: a class, not the recorded detail (which `pdfbatch
+# callbacks` and the logs show the operator). A refused connection, a reset and a TLS failure all read
+# "unreachable", so a callback URL cannot tell what answers on a host.
+TENANT_ERRORS = ("http_status", "timeout", "unreachable", "blocked", "internal")
+
+
+def tenant_error(error: str | None) -> str | None:
+    """The class of a recorded attempt error a tenant is shown (one of TENANT_ERRORS), None for none."""
+    import builtins
+    import http.client
+
+    if error is None:
+        return None
+    if error.startswith("http_"):
+        return "http_status"
+    if error == "timeout":
+        return "timeout"
+    if error in ("blocked_address", "blocked_port"):
+        return "blocked"
+    network = getattr(builtins, error, None), getattr(http.client, error, None)
+    if (
+        error == "unresolved"
+        or error.startswith("tls:")
+        or any(
+            isinstance(cls, type) and issubclass(cls, (OSError, http.client.HTTPException)) for cls in network
+        )
+    ):
+        return "unreachable"
+    return "internal"  # the summary could not be read (S3 down, say): retried like any failure
+
+
 def state_of(url: str, rows: Sequence[CallbackAttempt]) -> dict[str, Any]:
     """GET /batches/{id}'s ``callback``: the URL's host and the delivery's state, from its attempts.
 
     "pending": no attempt answered yet (the batch runs, or its first POST is on its way); "delivered":
     an attempt got a 2xx; "failing": attempts answered, none with a 2xx (retried with backoff; after
-    the last one the operator replays it). The last answered attempt's HTTP status or error class.
+    the last one the operator replays it). The last answered attempt's HTTP status or error class
+    (``tenant_error``: coarse, the detail is the operator's).
     """
     try:
         host: str | None = callbacks.parse_url(url, allow_http=True)[1]
@@ -170,7 +208,7 @@ def state_of(url: str, rows: Sequence[CallbackAttempt]) -> dict[str, Any]:
         "attempts": len(answered),
         "lastAttemptAt": iso(last.started_at) if last is not None else None,
         "lastHttpStatus": last.http_status if last is not None else None,
-        "lastError": last.error if last is not None else None,
+        "lastError": tenant_error(last.error) if last is not None else None,
     }
 
 
@@ -235,15 +273,22 @@ def deliver(
     url = callback_url(deps, batch)
     if url is None:
         return "no_callback"
-    if not s.callback_key:
-        raise ConfigError("PDFBATCH_CALLBACK_SECRET is not set (the signing secret)")
+    from pdfbatch.tenants import signing_secrets
+
+    keys = signing_secrets(deps.tenants, s.callback_root_key, s.callback_key, batch.tenant, deps.clock())
+    if (
+        batch.tenant is not None
+        and deps.tenants is not None
+        and deps.tenants.signing_ids(batch.tenant) is None
+    ):
+        logger.warning("tenant signs with the shared secret: `pdfbatch keys rotate-secret` gives it its own")
     if log.delivered(message.delivery_id):
         return "already_delivered"
     if not log.begin_attempt(message.batch_id, message.delivery_id, attempt, message.kind, deps.clock()):
         return "duplicate"
     started = time.monotonic()
     try:
-        result = _attempt(deps, message, url, post, resolver)
+        result = _attempt(deps, message, url, post, resolver, keys=keys, tenant=batch.tenant or "")
     except Exception as exc:
         # S3 down, say: recorded as this attempt's error, then SQS retries the message as it is.
         log.finish_attempt(
@@ -280,20 +325,33 @@ def deliver(
 
 
 def _attempt(
-    deps: Deps, message: Delivery, url: str, post: Post | None, resolver: callbacks.Resolver
+    deps: Deps,
+    message: Delivery,
+    url: str,
+    post: Post | None,
+    resolver: callbacks.Resolver,
+    *,
+    keys: Sequence[str],
+    tenant: str,
 ) -> PostResult:
-    """Check the URL again, read the summary, sign it and POST it to the checked address."""
+    """Check the URL again, read the summary, sign it (for its tenant and this URL) and POST it to the
+    checked address."""
     s = deps.settings
     started = time.monotonic()
     try:
         target = _check_url(s, url, resolver)
     except callbacks.CallbackUrlError as exc:
-        # not sent; "unresolved" may pass on a later attempt, "blocked_address" only if DNS changes
-        error = "unresolved" if isinstance(exc, callbacks.UnresolvedHost) else "blocked_address"
+        # not sent; "unresolved" may pass on a later attempt, "blocked_address" only if DNS changes,
+        # "blocked_port" only if the operator allows the port (a tenant's default set before the rule)
+        if isinstance(exc, callbacks.UnresolvedHost):
+            error = "unresolved"
+        else:
+            error = "blocked_port" if isinstance(exc, callbacks.BlockedPort) else "blocked_address"
         return PostResult(None, error, int((time.monotonic() - started) * 1000))
     body = deps.store.get_bytes(s.bucket, delivery.report_keys(message.batch_id)["summary"])
     headers = {
-        callbacks.SIGNATURE_HEADER: callbacks.sign(s.callback_key, body, int(deps.clock())),
+        callbacks.SIGNATURE_HEADER: callbacks.sign(keys, body, int(deps.clock()), tenant=tenant, url=url),
+        callbacks.TENANT_HEADER: tenant,
         callbacks.DELIVERY_HEADER: message.delivery_id,
     }
     if post is None:
