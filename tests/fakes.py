@@ -103,9 +103,17 @@ class FakeLedger:
     # ---- batches -----------------------------------------------------------------------------
 
     def create_batch(
-        self, batch_id: str, bucket: str, key: str, source: str, status: str, tenant: str | None = None
+        self,
+        batch_id: str,
+        bucket: str,
+        key: str,
+        source: str,
+        status: str,
+        tenant: str | None = None,
+        *,
+        settle_at: float | None = None,
     ) -> BatchRow:
-        """Insert the batch (owned by ``tenant``) if new and return the stored row."""
+        """Insert the batch (owned by ``tenant``, due for settle at ``settle_at``) if new; the stored row."""
         now = self._clock()
         with self._lock:
             return self.batches.setdefault(
@@ -125,6 +133,7 @@ class FakeLedger:
                     None,
                     None,
                     tenant=tenant,
+                    settle_at=settle_at or now,
                 ),
             )
 
@@ -147,7 +156,13 @@ class FakeLedger:
                 return False
             stored = json.loads(json.dumps(dict(counts), sort_keys=True))
             self._update_batch(
-                batch_id, status="FAILED", reason=reason, counts=stored, completed_at=now, updated_at=now
+                batch_id,
+                status="FAILED",
+                reason=reason,
+                counts=stored,
+                completed_at=now,
+                updated_at=now,
+                settle_at=now,
             )
             return True
 
@@ -166,6 +181,7 @@ class FakeLedger:
                 announce_started_at=None,
                 announced_at=None,
                 updated_at=self._clock(),
+                settle_at=self._clock(),
             )
             return True
 
@@ -204,6 +220,7 @@ class FakeLedger:
                 started_at=(batch.started_at if batch else None) or now,
                 object_version=object_version or (batch.object_version if batch else None),
                 status=status,
+                settle_at=min(now, (batch.settle_at if batch else None) or now),
             )
 
     def mark_unpacked(self, batch_id: str) -> None:
@@ -223,16 +240,48 @@ class FakeLedger:
             if batch and batch.status not in _FINAL:
                 stored = json.loads(json.dumps(dict(counts), sort_keys=True))
                 self._update_batch(
-                    batch_id, status=status, counts=stored, reason=reason, completed_at=now, updated_at=now
+                    batch_id,
+                    status=status,
+                    counts=stored,
+                    reason=reason,
+                    completed_at=now,
+                    updated_at=now,
+                    settle_at=now,
                 )
 
-    def unsettled_batches(self, created_after: float, limit: int) -> list[BatchRow]:
-        """Batches created after ``created_after`` with no announcement yet, oldest first."""
+    def due_batches(
+        self, now: float, created_after: float, after: tuple[float, str] | None, limit: int
+    ) -> list[BatchRow]:
+        """Unannounced batches due by ``now``, by (settle_at, batch_id) after the cursor ``after``."""
         with self._lock:
+            for b in list(self.batches.values()):
+                if b.announced_at is None and b.settle_at is None:
+                    self._update_batch(b.batch_id, settle_at=b.created_at)
             rows = [
-                b for b in self.batches.values() if b.announced_at is None and b.created_at > created_after
+                b
+                for b in self.batches.values()
+                if b.announced_at is None
+                and b.settle_at is not None
+                and b.settle_at <= now
+                and b.created_at > created_after
+                and (after is None or (b.settle_at, b.batch_id) > after)
             ]
-        return sorted(rows, key=lambda b: (b.created_at, b.batch_id))[:limit]
+        return sorted(rows, key=lambda b: (b.settle_at or 0.0, b.batch_id))[:limit]
+
+    def defer_settle(self, batch_id: str, seen: float | None, until: float) -> None:
+        """settle_at becomes ``until`` if it is still ``seen``."""
+        with self._lock:
+            batch = self.batches.get(batch_id)
+            if batch is not None and batch.settle_at == seen:
+                self._update_batch(batch_id, settle_at=until)
+
+    def pending_batches(self, tenant: str | None) -> tuple[int, float | None]:
+        """(count, oldest created_at) of ``tenant``'s PENDING batches."""
+        with self._lock:
+            mine = [
+                b.created_at for b in self.batches.values() if b.tenant == tenant and b.status == "PENDING"
+            ]
+        return len(mine), min(mine, default=None)
 
     def claim_announcement(self, batch_id: str, lease_seconds: float) -> BatchRow | None:
         """Claim a final, unannounced batch whose last claim (if any) is past the lease."""
@@ -415,6 +464,7 @@ class FakeLedger:
                 announce_started_at=None,
                 announced_at=None,
                 updated_at=self._clock(),
+                settle_at=self._clock(),
             )
             return True
 

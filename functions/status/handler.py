@@ -38,6 +38,7 @@ from pdfbatch.errors import (
     Forbidden,
     InvalidInput,
     NotFound,
+    TooManyRequests,
     Unauthenticated,
 )
 from pdfbatch.logs import logger
@@ -317,6 +318,12 @@ def invalid(request: Request, exc: Exception) -> dict[str, Any]:
     return _error(400, "invalid_input", str(exc))
 
 
+def too_many(request: Request, exc: Exception) -> dict[str, Any]:
+    """429 with Retry-After: the caller is over a documented limit (PDFBATCH_MAX_PENDING_BATCHES)."""
+    wait = exc.retry_after if isinstance(exc, TooManyRequests) else 60
+    return _error(429, "too_many_requests", str(exc), {"Retry-After": str(wait)})
+
+
 def unavailable(request: Request, exc: Exception) -> dict[str, Any]:
     """503: a dependency is down; the client may retry."""
     dependency = exc.dependency if isinstance(exc, DependencyUnavailable) else "a dependency"
@@ -330,6 +337,7 @@ ERRORS: Mapping[type[Exception], Callable[[Request, Exception], dict[str, Any]]]
     ConfigError: not_configured,
     NotFound: not_found,
     InvalidInput: invalid,
+    TooManyRequests: too_many,
     DependencyUnavailable: unavailable,
 }
 

@@ -289,6 +289,8 @@ def open_archive(fileobj: Readable, limits: Limits, size: int | None = None) -> 
         actual = fileobj.seek(0, io.SEEK_END)
         if actual > limits.max_zip_bytes:
             raise ArchiveRejected(BatchReason.ZIP_TOO_LARGE, f"{actual} bytes > {limits.max_zip_bytes}")
+        if not looks_like_zip(fileobj, actual):
+            raise ArchiveRejected(BatchReason.NOT_A_ZIP, what_it_is(fileobj))
         cd_start, cd_size = _find_central_directory(fileobj, actual)
         walk = _walk_directory(fileobj, cd_start, cd_size, limits.max_entries)
         view: Readable = fileobj
@@ -308,6 +310,41 @@ def open_archive(fileobj: Readable, limits: Limits, size: int | None = None) -> 
     except _ZIP_ERRORS as exc:
         raise ArchiveRejected(BatchReason.CORRUPT_ZIP, f"{type(exc).__name__}: {exc}") from exc
     return OpenedArchive(zf, plan, limits)
+
+
+_ZIP_HEADS = (b"PK\x03\x04", b"PK\x05\x06", b"PK\x07\x08")  # an entry, an empty ZIP, a spanned one
+# What an upload that is not a ZIP most often is: named in the log line of its not_a_zip batch.
+_KNOWN_HEADS = (
+    (b"%PDF-", "a PDF"),
+    (b"\x1f\x8b", "gzip"),
+    (b"Rar!", "RAR"),
+    (b"7z\xbc\xaf", "7-Zip"),
+    (b"\x89PNG", "PNG"),
+    (b"\xff\xd8\xff", "JPEG"),
+)
+
+
+def looks_like_zip(fp: Readable, size: int) -> bool:
+    """A ZIP by its bytes, not its name: a local header (or an empty ZIP's end record) at its start, or
+    an end of central directory record in its last 64 KiB (a ZIP with data before it, as in a
+    self-extracting archive). A damaged ZIP still looks like one (it fails ``corrupt_zip`` after)."""
+    # The tail first: _find_central_directory reads the same bytes next (one ranged GET for both), and
+    # only a ZIP without an end record costs a read of its first bytes.
+    tail_start = max(0, size - _EOCD.size - _MAX_COMMENT)
+    fp.seek(tail_start)
+    if _EOCD_SIG in fp.read(size - tail_start):
+        return True
+    fp.seek(0)
+    return fp.read(4) in _ZIP_HEADS
+
+
+def what_it_is(fp: Readable) -> str:
+    """A few words on what an upload that is not a ZIP looks like (for the log; its name is not read)."""
+    fp.seek(0)
+    head = fp.read(8)
+    if not head:
+        return "empty"
+    return next((what for magic, what in _KNOWN_HEADS if head.startswith(magic)), "unknown bytes")
 
 
 def inspect(fileobj: Readable, limits: Limits, size: int | None = None) -> Plan:

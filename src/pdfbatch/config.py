@@ -88,6 +88,9 @@ class Settings:
     progress_ttl_seconds: int = 3600  # PDFBATCH_PROGRESS_TTL_SECONDS
     upload_max_bytes: int = 5 * 1024**3  # PDFBATCH_UPLOAD_MAX_BYTES (presigned POST policy)
     upload_url_expires_seconds: int = 3600  # PDFBATCH_UPLOAD_URL_EXPIRES_SECONDS
+    # PDFBATCH_MAX_PENDING_BATCHES: a tenant's (or the admin's) batches created and not uploaded to yet;
+    # POST /batches past it is 429 with Retry-After (0: no limit). README "Limits".
+    max_pending_batches: int = 100
     max_receive_count: int = 5  # PDFBATCH_MAX_RECEIVE_COUNT: the queue's redrive maxReceiveCount
     stage_workers: int = 32  # PDFBATCH_STAGE_WORKERS: parallel staging PUTs in unzip (1: sequential)
     pdf_url_prefix: str = "s3://"  # PDFBATCH_PDF_URL_PREFIX: users.pdf_url = prefix + bucket/key
@@ -156,6 +159,7 @@ class Settings:
             progress_ttl_seconds=_int(e, "PDFBATCH_PROGRESS_TTL_SECONDS", 3600),
             upload_max_bytes=_int(e, "PDFBATCH_UPLOAD_MAX_BYTES", 5 * 1024**3),
             upload_url_expires_seconds=_int(e, "PDFBATCH_UPLOAD_URL_EXPIRES_SECONDS", 3600),
+            max_pending_batches=_int(e, "PDFBATCH_MAX_PENDING_BATCHES", 100),
             max_receive_count=_int(e, "PDFBATCH_MAX_RECEIVE_COUNT", 5),
             stage_workers=_int(e, "PDFBATCH_STAGE_WORKERS", 32),
             pdf_url_prefix=e.get("PDFBATCH_PDF_URL_PREFIX", "s3://"),

@@ -60,6 +60,16 @@ class Forbidden(PdfBatchError):
     code = "forbidden"
 
 
+class TooManyRequests(PdfBatchError):
+    """The caller is over a documented limit; it may ask again after ``retry_after`` seconds (HTTP 429)."""
+
+    code = "too_many_requests"
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        self.retry_after = max(1, int(retry_after))
+        super().__init__(message)
+
+
 class DependencyUnavailable(PdfBatchError):
     """A service (MySQL, Redis, S3, SQS) failed in a way a retry can fix: let it propagate."""
 

@@ -110,6 +110,7 @@ class BatchReason(enum.StrEnum):
     UNZIP_FAILED = "unzip_failed"  # its S3 event failed every unzip attempt (unzip DLQ)
     UPLOAD_EXPIRED = "upload_expired"  # POST /batches, but no ZIP arrived while the link was valid
     ZIP_REPLACED = "zip_replaced"  # overwritten by a later upload before unzip read it (no versions)
+    NOT_A_ZIP = "not_a_zip"  # its bytes are not a ZIP (no local header at its start, no end record)
 
 
 class BatchStatus(enum.StrEnum):
@@ -280,7 +281,8 @@ REASON_TEXT: dict[str, str] = {
 }
 
 BATCH_REASON_TEXT: dict[str, str] = {
-    BatchReason.CORRUPT_ZIP: "the upload is not a readable ZIP file",
+    BatchReason.CORRUPT_ZIP: "the upload is a damaged ZIP file that cannot be read",
+    BatchReason.NOT_A_ZIP: "the upload is not a ZIP file (judged by its bytes, whatever its name)",
     BatchReason.ZIP_TOO_LARGE: "the ZIP is larger than the configured maximum",
     BatchReason.TOO_MANY_ENTRIES: "the ZIP has more entries than the configured maximum",
     BatchReason.ZIP_MISSING: "the uploaded ZIP was deleted before it could be read",

@@ -40,6 +40,7 @@ class BatchRow:
     announce_started_at: float | None = None  # an announcer's claim (tally.announce); a lease
     announced_at: float | None = None  # report written and completion event put for this final status
     tenant: str | None = None  # the tenant that owns it (tenants.py); None: the admin's only
+    settle_at: float | None = None  # when the scheduled settle next has something to do with it
 
 
 @dataclass(frozen=True)
@@ -227,10 +228,18 @@ class Ledger(Protocol):
     """Durable per-batch and per-file records in MySQL."""
 
     def create_batch(
-        self, batch_id: str, bucket: str, key: str, source: str, status: str, tenant: str | None = None
+        self,
+        batch_id: str,
+        bucket: str,
+        key: str,
+        source: str,
+        status: str,
+        tenant: str | None = None,
+        *,
+        settle_at: float | None = None,
     ) -> BatchRow:
-        """Insert the batch (owned by ``tenant``, None: the admin) if new; return the row as stored
-        (existing rows are left alone, their owner too)."""
+        """Insert the batch (owned by ``tenant``, None: the admin; due for settle at ``settle_at``,
+        default now) if new; return the row as stored (existing rows are left alone, their owner too)."""
         ...
 
     def get_batch(self, batch_id: str) -> BatchRow | None:
@@ -269,9 +278,20 @@ class Ledger(Protocol):
         """Write the final status and summary (idempotent; a final status is never changed)."""
         ...
 
-    def unsettled_batches(self, created_after: float, limit: int) -> list[BatchRow]:
-        """Batches created after ``created_after`` and not announced yet (every batch still running, and
-        every final one whose report and event are not out), oldest first, at most ``limit``."""
+    def due_batches(
+        self, now: float, created_after: float, after: tuple[float, str] | None, limit: int
+    ) -> list[BatchRow]:
+        """Batches not announced yet whose ``settle_at`` is past ``now``, created after ``created_after``,
+        by (settle_at, batch_id) after the cursor ``after``, at most ``limit``."""
+        ...
+
+    def defer_settle(self, batch_id: str, seen: float | None, until: float) -> None:
+        """Move the batch's ``settle_at`` to ``until`` if it is still ``seen`` (no writer moved it since)."""
+        ...
+
+    def pending_batches(self, tenant: str | None) -> tuple[int, float | None]:
+        """How many of ``tenant``'s batches are PENDING (created, no upload yet), and the oldest's
+        created_at."""
         ...
 
     def claim_announcement(self, batch_id: str, lease_seconds: float) -> BatchRow | None:

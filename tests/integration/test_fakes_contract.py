@@ -211,12 +211,20 @@ def ledger_script(side: LedgerSide, run: str) -> Transcript:
     tick(0.1)
     mine = {b1, b2, b3}
 
-    def unsettled(created_after: float, limit: int = 1000) -> list[str]:
+    def due(created_after: float, after: tuple[float, str] | None = None, limit: int = 100_000) -> list[str]:
         # (the real table holds other runs' batches too: only this run's, in the order given)
-        return [b.batch_id for b in ledger.unsettled_batches(created_after, limit) if b.batch_id in mine]
+        found = ledger.due_batches(side.clock(), created_after, after, limit)
+        return [b.batch_id for b in found if b.batch_id in mine]
 
-    call("unsettled: every batch, oldest first", unsettled, side.clock() - 3600)
-    call("unsettled: only those created after", unsettled, side.clock() - 1.65)
+    call("due: every batch, by when it is due", due, side.clock() - 3600)
+    call("due: only those created after", due, side.clock() - 1.65)
+    first = ledger.get_batch(b1)
+    assert first is not None
+    call("due: after a cursor", due, side.clock() - 3600, (first.settle_at, b1))
+    call("defer with a stale settle_at is a no-op", ledger.defer_settle, b3, -1.0, side.clock() + 60)
+    call("due: b3 still due", due, side.clock() - 3600)
+    call("defer", ledger.defer_settle, b3, ledger.get_batch(b3).settle_at, side.clock() + 60)  # type: ignore[union-attr]
+    call("due: b3 deferred", due, side.clock() - 3600)
     call("claim a final batch", ledger.claim_announcement, b1, 60.0)
     claim = ledger.get_batch(b1).announce_started_at  # type: ignore[union-attr]
     call("claim it again within the lease", ledger.claim_announcement, b1, 60.0)
@@ -228,7 +236,7 @@ def ledger_script(side: LedgerSide, run: str) -> Transcript:
     call("mark with the live claim", ledger.mark_announced, b1, ledger.get_batch(b1).announce_started_at)  # type: ignore[union-attr]
     call("claim an announced batch", ledger.claim_announcement, b1, 0.0)
     call("announced", ledger.get_batch, b1)
-    call("unsettled: an announced batch is not", unsettled, side.clock() - 3600)
+    call("due: an announced batch is not", due, side.clock() - 3600)
     call("claim the failed batch", ledger.claim_announcement, b2, 60.0)
 
     # reopening (pdfbatch retry, dlq --redrive) and the timings written after the outcome

@@ -328,12 +328,39 @@ def test_only_stored_and_deflate_are_read() -> None:
 
 @pytest.mark.parametrize(
     "data",
-    [not_a_zip(), truncated_zip(), b"", b"PK\x05\x06", b"PK\x05\x06" + bytes(18)[:-1]],
-    ids=["not-a-zip", "truncated", "empty", "signature-only", "short-end-record"],
+    [truncated_zip(), b"PK\x05\x06", b"PK\x05\x06" + bytes(18)[:-1], b"PK\x03\x04" + bytes(100)],
+    ids=["truncated", "signature-only", "short-end-record", "local-header-only"],
 )
 def test_what_is_not_a_readable_zip_fails_corrupt_zip(data: bytes) -> None:
-    # GIVEN bytes that are not a whole ZIP WHEN inspected THEN the batch fails corrupt_zip
+    # GIVEN bytes that begin as a ZIP but are not a whole one WHEN inspected THEN the batch fails corrupt_zip
     assert rejected_reason(lambda: plan_of(data)) == "corrupt_zip"
+
+
+@pytest.mark.parametrize(
+    ("data", "looks_like"),
+    [
+        (not_a_zip(), "a PDF"),
+        (b"", "empty"),
+        (b"\x1f\x8b\x08\x00" + bytes(40), "gzip"),
+        (b"hello, this is a text file\n" * 10, "unknown bytes"),
+    ],
+    ids=["pdf", "empty", "gzip", "text"],
+)
+def test_what_is_not_a_zip_by_its_bytes_fails_not_a_zip_saying_what_it_looks_like(
+    data: bytes, looks_like: str
+) -> None:
+    # GIVEN an upload whose bytes are no ZIP (whatever its name) WHEN inspected
+    with pytest.raises(ArchiveRejected) as refused:
+        plan_of(data)
+    # THEN the batch fails not_a_zip, and the detail (for the log) says what it looks like
+    assert (refused.value.reason, str(refused.value)) == ("not_a_zip", looks_like)
+
+
+def test_a_zip_with_bytes_before_it_is_still_a_zip() -> None:
+    # GIVEN a self-extracting archive: a stub, then a ZIP (zipfile reads it; so does unzip)
+    data = b"MZ" + bytes(1000) + make_zip([("a.pdf", pdf_bytes())])
+    # THEN its entries are read, not refused as not_a_zip
+    assert [e.name for e in plan_of(data).pdf_entries] == ["a.pdf"]
 
 
 def test_central_directory_offset_past_its_end_record_fails_corrupt_zip() -> None:
@@ -676,7 +703,7 @@ def test_random_bytes_never_crash_inspect(data: bytes) -> None:
     try:
         inspect(io.BytesIO(data), LIMITS)
     except ArchiveRejected as exc:
-        assert exc.reason in {"corrupt_zip", "too_many_entries", "zip_too_large"}
+        assert exc.reason in {"corrupt_zip", "not_a_zip", "too_many_entries", "zip_too_large"}
 
 
 _VALID = (

@@ -267,7 +267,7 @@ def test_too_large_entry_is_failed_without_inflating_it_and_the_rest_goes_on(
 @pytest.mark.parametrize(
     ("data", "reason", "limit"),
     [
-        (zips.not_a_zip(), "corrupt_zip", None),
+        (zips.not_a_zip(), "not_a_zip", None),
         (zips.truncated_zip(), "corrupt_zip", None),
         (make_zip([("a.pdf", b"%PDF-1.4")]), "zip_too_large", 10),
     ],

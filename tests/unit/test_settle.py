@@ -132,7 +132,7 @@ def test_settle_ends_and_announces_every_batch_once_and_nothing_before_it_is_due
         else:
             assert row.status == "COMPLETED"
             assert_counters_match_ledger(deps, b)
-    assert not ledger.unsettled_batches(clock() - settle.SETTLE_WINDOW_SECONDS, 100)
+    assert not ledger.due_batches(clock(), clock() - settle.SETTLE_WINDOW_SECONDS, None, 100)
 
 
 def test_a_batch_older_than_the_window_is_left_to_its_readers(deps: Deps) -> None:

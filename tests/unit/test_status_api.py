@@ -132,6 +132,18 @@ def test_without_a_configured_key_the_api_refuses_everything_but_the_page(deps: 
     assert call(status, "GET", "/", api_key=None).status == 200
 
 
+def test_past_the_pending_batches_limit_post_batches_is_429_with_retry_after(deps: Deps, status: Any) -> None:
+    # GIVEN a limit of two batches waiting for their upload, both taken
+    bootstrap.override(replace(deps, settings=replace(deps.settings, max_pending_batches=2)))
+    assert [call(status, "POST", "/batches").status for _ in range(2)] == [201, 201]
+    # WHEN a third is asked for
+    answer = call(status, "POST", "/batches")
+    # THEN it is a 429 with a JSON error and when to ask again (the document holds it), and no batch
+    assert (answer.status, answer.body["error"]) == (429, "too_many_requests")
+    assert int(answer.header("Retry-After") or "0") >= deps.settings.upload_url_expires_seconds
+    assert isinstance(deps.ledger, FakeLedger) and len(deps.ledger.batches) == 2
+
+
 # --- every answer of a batch's life matches the OpenAPI document ---------------------------------
 
 

@@ -340,19 +340,34 @@ def test_sqs_mapping_reports_partial_batch_failures(template: dict[str, Any]) ->
     assert 0 <= props["MaximumBatchingWindowInSeconds"] <= 1
 
 
-def test_unzip_is_triggered_by_zips_created_under_uploads(template: dict[str, Any]) -> None:
+def _notified(rules: list[dict[str, str]], key: str) -> bool:
+    """S3's key filter: every rule matches (prefix and suffix are case-sensitive, bytes as written)."""
+    found = {r["Name"].lower(): r["Value"] for r in rules}
+    return key.startswith(found.get("prefix", "")) and key.endswith(found.get("suffix", ""))
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "uploads/batch.zip",
+        "uploads/x.ZIP",
+        "uploads/Batch.Zip",
+        "uploads/batch",
+        "uploads/batch.zip ",
+        "uploads/a/b.rar",
+    ],
+)
+def test_unzip_is_triggered_by_every_object_created_under_uploads(template: dict[str, Any], key: str) -> None:
+    # Issue 24: uploads/Batch.Zip, uploads/batch and "uploads/batch.zip " made no batch (suffix rules)
     s3_events = list(events(template, "S3"))
     assert s3_events
-    suffixes = set()
     for fn, props in s3_events:
         assert fn == "UnzipFunction"
         assert props["Bucket"] == {"Ref": "Bucket"}
         assert props["Events"] == "s3:ObjectCreated:*"
-        rules = {r["Name"]: r["Value"] for r in props["Filter"]["S3Key"]["Rules"]}
-        assert rules["prefix"] == "uploads/"
-        suffixes.add(rules["suffix"])
-    assert ".zip" in suffixes
-    assert suffixes <= {".zip", ".ZIP"}
+    assert any(_notified(props["Filter"]["S3Key"]["Rules"], key) for _, props in s3_events)
+    for other in ("staging/b/0000000.pdf", "pdfs/1/x.pdf", "reports/x.json", "upload/x.zip"):
+        assert not any(_notified(props["Filter"]["S3Key"]["Rules"], other) for _, props in s3_events)
 
 
 def test_status_serves_the_rest_routes_on_a_rest_api(template: dict[str, Any]) -> None:

@@ -5,6 +5,8 @@ test_uploads.py runs them over the real MariaDB and Redis.
 
 from __future__ import annotations
 
+import io
+import zipfile
 from typing import Any
 
 import pytest
@@ -157,3 +159,39 @@ def test_the_unzip_handler_pins_each_event_to_its_version_and_a_second_post_is_i
     assert reuse.people_of(list(reuse.rows_by_name(deps, first).values())) == list(reuse.FIRST)
     assert reuse.people_of(list(reuse.rows_by_name(deps, second).values())) == list(reuse.SECOND)
     assert views.batch_status(deps, first, caller=ADMIN)["laterUploads"] == [second]
+
+
+@pytest.mark.parametrize("key", ["uploads/Batch.Zip", "uploads/batch", "uploads/batch.zip "])
+def test_a_zip_dropped_under_any_name_is_a_batch_find_lists(deps: Deps, key: str) -> None:
+    # GIVEN a ZIP of one résumé dropped with `aws s3 cp` under a name no suffix rule matched (issue 24)
+    w = world(deps)
+    reuse.add_people(w.add_user, reuse.FIRST)
+    up = upload(deps, reuse.zip_of(reuse.FIRST), key=key)
+    # WHEN unzip receives its notification (the key URL-encoded, a space as "+")
+    out = load_handler("unzip").handler(
+        s3_event(up.bucket, up.key, up.size or 0, up.sequencer or "", up.version_id, up.etag), Context()
+    )
+    drain(deps)
+    # THEN `pdfbatch find KEY` lists its batch, processed as the ZIP it is
+    found = views.find_batches(deps, key, caller=ADMIN)["batches"]
+    assert [b["batchId"] for b in found] == [out["batches"][0]["batchId"]]
+    assert found[0]["status"] == "COMPLETED"
+    assert reuse.people_of(list(reuse.rows_by_name(deps, found[0]["batchId"]).values())) == list(reuse.FIRST)
+
+
+@pytest.mark.parametrize("key", ["uploads/batch.zip", "uploads/cv.pdf", "uploads/batch"])
+def test_an_object_that_is_not_a_zip_is_a_batch_failed_not_a_zip(deps: Deps, key: str) -> None:
+    # GIVEN a PDF dropped under uploads/ (named as a ZIP, as itself, or with no extension)
+    data = reuse.zip_of(reuse.FIRST)  # (a ZIP's first entry is a PDF: its bytes are the PDF's)
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        pdf = zf.read(zf.infolist()[0])
+    up = upload(deps, pdf, key=key)
+    # WHEN unzip receives its notification
+    load_handler("unzip").handler(
+        s3_event(up.bucket, up.key, up.size or 0, up.sequencer or "", up.version_id, up.etag), Context()
+    )
+    # THEN it is a batch FAILED not_a_zip (not corrupt_zip, not nothing), listed by find
+    found = views.find_batches(deps, key, caller=ADMIN)["batches"]
+    assert len(found) == 1
+    status = views.batch_status(deps, found[0]["batchId"], caller=ADMIN)
+    assert (status["status"], status["reason"]) == ("FAILED", "not_a_zip")

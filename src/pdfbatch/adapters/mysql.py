@@ -50,8 +50,11 @@ SCHEMA = (
       announce_started_at DOUBLE NULL,
       announced_at DOUBLE NULL,
       tenant VARCHAR(32) CHARACTER SET ascii NULL,
+      settle_at DOUBLE NULL,
       KEY by_key (key_hash, created_at),
-      KEY by_unannounced (announced_at, created_at)
+      KEY by_unannounced (announced_at, created_at),
+      KEY by_settle_at (announced_at, settle_at, batch_id),
+      KEY by_tenant_status (tenant, status, created_at)
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
     """,
     """
@@ -152,6 +155,9 @@ ADDED_COLUMNS = (
     ("pdfbatch_tenants", "secret_id", "CHAR(32) NULL"),
     ("pdfbatch_tenants", "previous_secret_id", "CHAR(32) NULL"),
     ("pdfbatch_tenants", "previous_until", "DOUBLE NULL"),
+    # Issue 24: when the scheduled settle next has something to do with a batch (services/settle.py).
+    # NULL on rows from before it: settle sets those to their created_at before it reads (due at once).
+    ("pdfbatch_batches", "settle_at", "DOUBLE NULL"),
 )
 # Columns whose type changed: (table, column, definition, the DATA_TYPEs it is converted from).
 # user_id: BIGINT until the users table could have string and UUID ids; MODIFY keeps every stored id
@@ -166,6 +172,10 @@ ADDED_INDEXES = (
     # The scheduled settle (services/settle.py) reads batches not announced yet: the running ones and
     # the few whose announcement is due, never the table's announced history.
     ("pdfbatch_batches", "by_unannounced", "KEY by_unannounced (announced_at, created_at)"),
+    # Issue 24: settle reads the unannounced batches that are due, by when each is due, with a cursor;
+    # POST /batches counts a tenant's outstanding empty (PENDING) batches.
+    ("pdfbatch_batches", "by_settle_at", "KEY by_settle_at (announced_at, settle_at, batch_id)"),
+    ("pdfbatch_batches", "by_tenant_status", "KEY by_tenant_status (tenant, status, created_at)"),
 )
 # entry_name is TEXT: 65,535 bytes. A 65,535-byte name decoded as cp437 can take three times that in
 # UTF-8 (INSERT IGNORE would cut it anywhere, silently), so the shown name is cut to fit with an
@@ -360,6 +370,7 @@ def _batch(row: Mapping[str, Any]) -> BatchRow:
         announce_started_at=row.get("announce_started_at"),
         announced_at=row.get("announced_at"),
         tenant=row.get("tenant"),
+        settle_at=row.get("settle_at"),
     )
 
 
@@ -506,16 +517,25 @@ class MysqlLedger:
     # ---- batches -----------------------------------------------------------------------------
 
     def create_batch(
-        self, batch_id: str, bucket: str, key: str, source: str, status: str, tenant: str | None = None
+        self,
+        batch_id: str,
+        bucket: str,
+        key: str,
+        source: str,
+        status: str,
+        tenant: str | None = None,
+        *,
+        settle_at: float | None = None,
     ) -> BatchRow:
-        """Insert the batch (owned by ``tenant``) if new and return the stored row."""
+        """Insert the batch (owned by ``tenant``, due for settle at ``settle_at``, default now) if new and
+        return the stored row."""
         now = self._clock()
         with self.client.cursor() as cur:
             cur.execute(
-                "INSERT IGNORE INTO pdfbatch_batches "
-                "(batch_id, bucket, object_key, key_hash, source, status, created_at, updated_at, tenant) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (batch_id, bucket, key, _key_hash(key), source, status, now, now, tenant),
+                "INSERT IGNORE INTO pdfbatch_batches (batch_id, bucket, object_key, key_hash, source, "
+                "status, created_at, updated_at, tenant, settle_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (batch_id, bucket, key, _key_hash(key), source, status, now, now, tenant, settle_at or now),
             )
             cur.execute(_SELECT_BATCH, (batch_id,))
             row = cur.fetchone()
@@ -549,9 +569,10 @@ class MysqlLedger:
         with self.client.cursor() as cur:
             cur.execute(
                 "UPDATE pdfbatch_batches SET status = 'FAILED', reason = %s, counts = %s, "
-                "completed_at = %s, updated_at = %s WHERE batch_id = %s AND status = 'PENDING' "
+                "completed_at = %s, updated_at = %s, settle_at = %s WHERE batch_id = %s "
+                "AND status = 'PENDING' "
                 "AND NOT EXISTS (SELECT 1 FROM pdfbatch_uploads AS u WHERE u.batch_id = %s)",
-                (reason, json.dumps(dict(counts), sort_keys=True), now, now, batch_id, batch_id),
+                (reason, json.dumps(dict(counts), sort_keys=True), now, now, now, batch_id, batch_id),
             )
             return bool(cur.rowcount == 1)
 
@@ -560,9 +581,10 @@ class MysqlLedger:
         with self.client.cursor() as cur:
             cur.execute(
                 "UPDATE pdfbatch_batches SET status = 'PROCESSING', reason = NULL, counts = NULL, "
-                "completed_at = NULL, announce_started_at = NULL, announced_at = NULL, updated_at = %s "
+                "completed_at = NULL, announce_started_at = NULL, announced_at = NULL, updated_at = %s, "
+                "settle_at = %s "
                 "WHERE batch_id = %s AND status = 'FAILED' AND reason = %s AND total_files IS NULL",
-                (self._clock(), batch_id, reason),
+                (self._clock(), self._clock(), batch_id, reason),
             )
             return bool(cur.rowcount == 1)
 
@@ -592,8 +614,9 @@ class MysqlLedger:
             cur.execute(
                 "UPDATE pdfbatch_batches SET total_files = %s, ignored_files = %s, updated_at = %s, "
                 "started_at = COALESCE(started_at, %s), object_version = COALESCE(%s, object_version), "
+                "settle_at = LEAST(COALESCE(settle_at, %s), %s), "
                 "status = IF(status IN ('COMPLETED', 'FAILED'), status, 'PROCESSING') WHERE batch_id = %s",
-                (total_files, ignored_files, now, now, object_version, batch_id),
+                (total_files, ignored_files, now, now, object_version, now, now, batch_id),
             )
 
     def mark_unpacked(self, batch_id: str) -> None:
@@ -613,20 +636,57 @@ class MysqlLedger:
         with self.client.cursor() as cur:
             cur.execute(
                 "UPDATE pdfbatch_batches SET status = %s, counts = %s, reason = %s, "
-                "completed_at = %s, updated_at = %s "
+                "completed_at = %s, updated_at = %s, settle_at = %s "
                 "WHERE batch_id = %s AND status NOT IN ('COMPLETED', 'FAILED')",
-                (status, json.dumps(dict(counts), sort_keys=True), reason, now, now, batch_id),
+                (status, json.dumps(dict(counts), sort_keys=True), reason, now, now, now, batch_id),
             )
 
-    def unsettled_batches(self, created_after: float, limit: int) -> list[BatchRow]:
-        """Batches created after ``created_after`` with no announcement yet, oldest first (by_unannounced)."""
+    def due_batches(
+        self, now: float, created_after: float, after: tuple[float, str] | None, limit: int
+    ) -> list[BatchRow]:
+        """Unannounced batches due by ``now`` (settle_at), by when each is due, after the cursor ``after``
+        ((settle_at, batch_id) of the last one read), created after ``created_after`` (by_settle_at)."""
+        with self.client.cursor() as cur:
+            if after is None:
+                # Rows from before settle_at, or written by a function version older than it: due now.
+                cur.execute(
+                    "UPDATE pdfbatch_batches SET settle_at = created_at "
+                    "WHERE announced_at IS NULL AND settle_at IS NULL",
+                )
+                cur.execute(
+                    "SELECT * FROM pdfbatch_batches WHERE announced_at IS NULL AND settle_at <= %s "
+                    "AND created_at > %s ORDER BY settle_at, batch_id LIMIT %s",
+                    (now, created_after, int(limit)),
+                )
+            else:
+                cur.execute(
+                    "SELECT * FROM pdfbatch_batches WHERE announced_at IS NULL AND settle_at <= %s "
+                    "AND (settle_at > %s OR (settle_at = %s AND batch_id > %s)) "
+                    "AND created_at > %s ORDER BY settle_at, batch_id LIMIT %s",
+                    (now, after[0], after[0], after[1], created_after, int(limit)),
+                )
+            return [_batch(row) for row in cur.fetchall()]
+
+    def defer_settle(self, batch_id: str, seen: float | None, until: float) -> None:
+        """Settle looks at the batch again at ``until``, unless its settle_at moved since it read ``seen``."""
         with self.client.cursor() as cur:
             cur.execute(
-                "SELECT * FROM pdfbatch_batches WHERE announced_at IS NULL AND created_at > %s "
-                "ORDER BY created_at LIMIT %s",
-                (created_after, int(limit)),
+                "UPDATE pdfbatch_batches SET settle_at = %s WHERE batch_id = %s AND settle_at <=> %s",
+                (until, batch_id, seen),
             )
-            return [_batch(row) for row in cur.fetchall()]
+
+    def pending_batches(self, tenant: str | None) -> tuple[int, float | None]:
+        """(how many, the oldest's created_at) of ``tenant``'s batches still waiting for their upload."""
+        with self.client.cursor() as cur:
+            cur.execute(
+                "SELECT COUNT(*) AS n, MIN(created_at) AS oldest FROM pdfbatch_batches "
+                "WHERE tenant <=> %s AND status = 'PENDING'",
+                (tenant,),
+            )
+            row = cur.fetchone()
+        if not row:
+            return 0, None
+        return int(row["n"]), (float(row["oldest"]) if row["oldest"] is not None else None)
 
     def claim_announcement(self, batch_id: str, lease_seconds: float) -> BatchRow | None:
         """One UPDATE claims a final, unannounced batch whose last claim (if any) is past the lease."""
@@ -843,9 +903,10 @@ class MysqlLedger:
         with self.client.cursor() as cur:
             cur.execute(
                 "UPDATE pdfbatch_batches SET status = 'PROCESSING', counts = NULL, completed_at = NULL, "
+                "settle_at = %s, "
                 "announce_started_at = NULL, announced_at = NULL, "
                 "updated_at = %s WHERE batch_id = %s AND status = 'COMPLETED'",
-                (self._clock(), batch_id),
+                (self._clock(), self._clock(), batch_id),
             )
             return bool(cur.rowcount == 1)
 

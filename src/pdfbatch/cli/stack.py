@@ -39,7 +39,7 @@ def stack_up(args: argparse.Namespace) -> int:
     if endpoint:
         try:
             localstack.find_python313()
-            localstack.ensure_environments(root)
+            localstack.ensure_environments(root, endpoint)
             localstack.start(root, endpoint)
         except localstack.LocalStackError as exc:
             raise CliError(str(exc)) from exc
@@ -113,7 +113,8 @@ def stack_down(args: argparse.Namespace) -> int:
     from pdfbatch.ops import localstack
 
     root = localstack.find_root(Path.cwd()) if not args.root else Path(args.root)
-    stopped = localstack.stop(root)
+    # Only the stack on this port (PDFBATCH_LOCALSTACK_PORT / AWS_ENDPOINT_URL): another port's is not ours.
+    stopped = localstack.stop(root, endpoint_url())
     stderr_console().print("LocalStack stopped." if stopped else "LocalStack was not running.")
     return EXIT_OK
 
@@ -134,7 +135,7 @@ def stack_key(args: argparse.Namespace) -> int:
     from pdfbatch.ops.api import read_api_key
 
     root = localstack.find_root(Path.cwd()) if not args.root else Path(args.root)
-    key = read_api_key(root, common.STACK_NAME) or os.environ.get("PDFBATCH_API_KEY", "")
+    key = read_api_key(root, common.STACK_NAME, endpoint_url()) or os.environ.get("PDFBATCH_API_KEY", "")
     if not key:
         raise CliError(
             f"no API key for stack {common.STACK_NAME}: run `pdfbatch stack up` or set PDFBATCH_API_KEY"

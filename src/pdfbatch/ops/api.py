@@ -1,7 +1,8 @@
 """A small client of the pdfbatch REST API (stdlib only): used by the CLI, the e2e tests and the bench.
 
 The API wants its key in x-api-key. An ApiClient given none finds it by itself: the key `pdfbatch stack up`
-stored for the stack at that URL (LocalStack, in .localstack/api-keys/, git-ignored), else PDFBATCH_API_KEY.
+stored for the stack at that URL (LocalStack, in .localstack/<port>/api-keys/, git-ignored), else
+PDFBATCH_API_KEY.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 FINAL = ("COMPLETED", "FAILED")
-API_KEYS_DIR = Path(".localstack") / "api-keys"  # under the checkout; one JSON file per local stack
+API_KEYS_DIR = "api-keys"  # under each port's .localstack/<port>/ in the checkout; one JSON file per stack
 
 
 class ApiError(Exception):
@@ -177,9 +178,11 @@ def presigned_post(
         raise ApiError(f"upload failed: {exc}") from exc
 
 
-def api_key_file(root: Path, stack_name: str) -> Path:
-    """Where `stack up` keeps the API key of a local stack."""
-    return root / API_KEYS_DIR / f"{stack_name}.json"
+def api_key_file(root: Path, stack_name: str, endpoint: str | None = None) -> Path:
+    """Where `stack up` keeps the API key of a local stack (on `endpoint`'s port, default the env's)."""
+    from pdfbatch.ops.localstack import layout_for
+
+    return layout_for(root, endpoint).home / API_KEYS_DIR / f"{stack_name}.json"
 
 
 def _read_key_file(path: Path) -> dict[str, str]:
@@ -200,9 +203,9 @@ def _write_key_file(path: Path, data: dict[str, str]) -> None:
     os.replace(tmp, path)
 
 
-def local_api_key(root: Path, stack_name: str, key: str | None = None) -> str:
+def local_api_key(root: Path, stack_name: str, key: str | None = None, endpoint: str | None = None) -> str:
     """The API key of a local stack: ``key`` if given, else the stored one, else a new random one."""
-    path = api_key_file(root, stack_name)
+    path = api_key_file(root, stack_name, endpoint)
     data = _read_key_file(path)
     chosen = key or data.get("apiKey") or secrets.token_urlsafe(32)
     if data.get("apiKey") != chosen:
@@ -210,14 +213,14 @@ def local_api_key(root: Path, stack_name: str, key: str | None = None) -> str:
     return chosen
 
 
-def read_api_key(root: Path, stack_name: str) -> str | None:
+def read_api_key(root: Path, stack_name: str, endpoint: str | None = None) -> str | None:
     """The key stored for a local stack, or None."""
-    return _read_key_file(api_key_file(root, stack_name)).get("apiKey") or None
+    return _read_key_file(api_key_file(root, stack_name, endpoint)).get("apiKey") or None
 
 
-def remember_api_url(root: Path, stack_name: str, api_url: str) -> None:
+def remember_api_url(root: Path, stack_name: str, api_url: str, endpoint: str | None = None) -> None:
     """Record which URL the stack's key belongs to, so an ApiClient for that URL finds it."""
-    path = api_key_file(root, stack_name)
+    path = api_key_file(root, stack_name, endpoint)
     data = _read_key_file(path)
     if data.get("apiKey") and data.get("apiUrl") != api_url:
         _write_key_file(path, {**data, "apiUrl": api_url})
@@ -233,7 +236,7 @@ def stored_api_key(base_url: str, root: Path | None = None) -> str | None:
         except LocalStackError:
             return None  # not run from a checkout: no local stacks of ours
     wanted = base_url.rstrip("/")
-    for path in sorted((root / API_KEYS_DIR).glob("*.json")):
+    for path in sorted((root / ".localstack").glob(f"*/{API_KEYS_DIR}/*.json")):
         data = _read_key_file(path)
         if data.get("apiUrl", "").rstrip("/") == wanted and data.get("apiKey"):
             return data["apiKey"]

@@ -78,9 +78,18 @@ class Artefact:
     architecture: str = DEFAULT_ARCH
 
 
-def project_root() -> Path:
-    """The repository root (src/pdfbatch/ops/build.py is three levels below it)."""
-    return Path(__file__).resolve().parents[3]
+def project_root(start: Path | None = None) -> Path:
+    """The checkout tooling acts on: the nearest folder above `start` (default: the current folder) that
+    holds the template and the package; the installed package's own checkout only outside any.
+
+    Not the package's path first: a venv installed from one clone and run from another would build,
+    deploy and write the keys of the wrong checkout.
+    """
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "infra" / "template.yaml").is_file() and (folder / "src" / "pdfbatch").is_dir():
+            return folder
+    return Path(__file__).resolve().parents[3]  # src/pdfbatch/ops/build.py in a checkout
 
 
 def host_architecture() -> str:

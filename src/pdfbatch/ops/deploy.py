@@ -449,7 +449,7 @@ def deploy(
     api_key = params.api_key or None
     if local:
         # Kept in a git-ignored file so every later deploy (and every ApiClient) uses the same key.
-        api_key = local_api_key(root, stack_name, api_key)
+        api_key = local_api_key(root, stack_name, api_key, endpoint=endpoint_url)
     credentials = params.database_credentials()
     if local and credentials is None:
         credentials = split_mysql_credentials(params.mysql_url)[1]
@@ -464,7 +464,7 @@ def deploy(
             client("lambda"), outputs, params.process_concurrency, ocr_concurrency=ocr_concurrency
         )
         outputs["LocalApiUrl"] = f"{endpoint_url.rstrip('/')}/_aws/execute-api/{outputs['ApiId']}/v1/"
-        remember_api_url(root, stack_name, outputs["LocalApiUrl"])
+        remember_api_url(root, stack_name, outputs["LocalApiUrl"], endpoint=endpoint_url)
     outputs["ArtifactsBucket"] = artifacts_bucket
     log(
         f"stack {stack_name} {action} ({stack['StackStatus']}): build {t_build - t0:.1f} s, "

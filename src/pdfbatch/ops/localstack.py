@@ -2,7 +2,9 @@
 
 LocalStack runs from its own Python 3.13 venv (`.venvs/localstack`) and runs Lambda functions as local
 processes on a second venv that holds only boto3 (`.venvs/lambda-runtime`), through the runtime executor
-plugin in `infra/localstack/executor`. Everything it writes stays under `<root>/.localstack/`.
+plugin in `infra/localstack/executor`. Everything a stack writes stays under `<root>/.localstack/<port>/`
+(its pid file, LocalStack's home, its leases and the marker its function processes carry), so stacks on
+two ports of one checkout never stop or clean up each other.
 
     python -m pdfbatch.ops.localstack up|down|status [--root PATH] [--port N]
 """
@@ -66,9 +68,10 @@ class LocalStackError(Exception):
 
 @dataclass(frozen=True)
 class Layout:
-    """Where everything lives under the repository root."""
+    """Where everything lives under the repository root, for the stack on `port`."""
 
     root: Path
+    port: int = DEFAULT_PORT
 
     @property
     def requirements(self) -> Path:
@@ -107,8 +110,8 @@ class Layout:
 
     @property
     def home(self) -> Path:
-        """Everything LocalStack writes at run time."""
-        return self.root / ".localstack"
+        """Everything this port's LocalStack writes at run time (its function processes carry it too)."""
+        return self.root / ".localstack" / str(self.port)
 
     @property
     def log_file(self) -> Path:
@@ -153,8 +156,22 @@ def default_endpoint() -> str:
     return f"http://127.0.0.1:{port}"
 
 
+def port_of(endpoint: str | None) -> int:
+    """The gateway port of `endpoint` (default: default_endpoint())."""
+    return urlsplit(endpoint or default_endpoint()).port or DEFAULT_PORT
+
+
+def layout_for(root: Path, endpoint: str | None = None) -> Layout:
+    """The layout of the stack answering at `endpoint` (default: default_endpoint())."""
+    return Layout(root.resolve(), port_of(endpoint))
+
+
 def find_root(start: Path | None = None) -> Path:
-    """The repository root: the nearest folder above `start` (default: cwd) holding infra/localstack."""
+    """The repository root: the nearest folder above `start` (default: cwd) holding infra/localstack.
+
+    The installed package's own checkout only when `start` is in none: tooling acts on the checkout it is
+    run from, even when its venv's package was installed from another clone.
+    """
     for folder in [(start or Path.cwd()).resolve(), *(start or Path.cwd()).resolve().parents]:
         if (folder / "infra" / "localstack" / "requirements.txt").is_file():
             return folder
@@ -245,9 +262,12 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
-def ensure_environments(root: Path) -> Layout:
-    """Create or refresh .venvs/localstack and .venvs/lambda-runtime; instant when nothing changed."""
-    layout = Layout(root.resolve())
+def ensure_environments(root: Path, endpoint: str | None = None) -> Layout:
+    """Create or refresh .venvs/localstack and .venvs/lambda-runtime; instant when nothing changed.
+
+    The venvs are shared by every port's stack; the layout returned is the one of `endpoint`'s stack.
+    """
+    layout = layout_for(root, endpoint)
     for required in (layout.requirements, layout.runtime_requirements, layout.executor / "pyproject.toml"):
         if not required.is_file():
             raise LocalStackError(f"{required} is missing: is {layout.root} a pdfbatch checkout?")
@@ -383,11 +403,11 @@ def start(
     With `lease`, this process also holds a lease: see release().
     """
     endpoint = (endpoint or default_endpoint()).rstrip("/")
-    layout = Layout(root.resolve())
+    layout = layout_for(root, endpoint)
     if not lease and is_ready(endpoint):
         return Handle(endpoint, _read_pid(layout), started=False)
     if not is_ready(endpoint):
-        ensure_environments(root)
+        ensure_environments(root, endpoint)
     with _locked(layout.home / "start.lock"):
         # Whoever held the lock before us may have just started it.
         pid = _read_pid(layout)
@@ -409,11 +429,11 @@ def start(
     return Handle(endpoint, pid, started=started)
 
 
-def release(root: Path) -> bool:
+def release(root: Path, endpoint: str | None = None) -> bool:
     """Drop this process's lease; stop LocalStack if a lease holder started it and no live holder is left."""
     # Test sessions (and other tools) share one LocalStack: the session that started it must not stop it
     # under another session still using it, and the last one out must not leave it running.
-    layout = Layout(root.resolve())
+    layout = layout_for(root, endpoint)
     leases = layout.home / "leases"
     with _locked(layout.home / "start.lock"):
         (leases / str(os.getpid())).unlink(missing_ok=True)
@@ -426,7 +446,7 @@ def release(root: Path) -> bool:
         if live or not (layout.home / _AUTO_STOP).exists():
             return False
         (layout.home / _AUTO_STOP).unlink()
-        stop(root)
+        stop(root, endpoint)
     return True
 
 
@@ -495,7 +515,7 @@ def _wait_ready(layout: Layout, endpoint: str, pid: int, timeout: float) -> None
             raise LocalStackError(f"LocalStack exited during startup: see {layout.log_file}.")
         time.sleep(0.25)
     _say(f"LocalStack not ready after {timeout:.0f} s; last log lines:\n{_log_tail(layout)}")
-    stop(layout.root)
+    stop(layout.root, endpoint)
     raise LocalStackError(f"LocalStack did not become ready at {endpoint} within {timeout:.0f} s.")
 
 
@@ -532,9 +552,12 @@ def _leftovers(home: Path) -> list[int]:
     return found
 
 
-def stop(root: Path, timeout: float = 30.0) -> bool:
-    """Stop LocalStack and every process it left; True if something was running."""
-    layout = Layout(root.resolve())
+def stop(root: Path, endpoint: str | None = None, timeout: float = 30.0) -> bool:
+    """Stop the LocalStack of `endpoint`'s port and every process it left; True if something was running.
+
+    A stack on another port of the same checkout is left alone: its pid file and marker are its own.
+    """
+    layout = layout_for(root, endpoint)
     pid = _read_pid(layout)
     if pid is not None:
         _say(f"stopping LocalStack (pid {pid})")
@@ -580,7 +603,7 @@ def _rss_mb(pid: int) -> float:
 def status(root: Path, endpoint: str | None = None) -> Status:
     """Whether LocalStack runs, answers, and how much memory it holds."""
     endpoint = (endpoint or default_endpoint()).rstrip("/")
-    pid = _read_pid(Layout(root.resolve()))
+    pid = _read_pid(layout_for(root, endpoint))
     services = health(endpoint) or {}
     return Status(
         endpoint=endpoint,
@@ -607,11 +630,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             began = time.monotonic()
             handle = start(root, endpoint)
             # An operator's `up` means "keep it running": no test session should stop it when it ends.
-            (Layout(root.resolve()).home / _AUTO_STOP).unlink(missing_ok=True)
+            (layout_for(root, endpoint).home / _AUTO_STOP).unlink(missing_ok=True)
             took = f" in {time.monotonic() - began:.1f} s" if handle.started else " (already running)"
             _say(f"ready at {handle.endpoint}{took}")
         elif args.command == "down":
-            if not stop(root):
+            if not stop(root, endpoint):
                 _say("not running")
         else:
             state = status(root, endpoint)

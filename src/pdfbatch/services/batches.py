@@ -23,6 +23,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
+from pdfbatch.errors import TooManyRequests
 from pdfbatch.logs import logger
 from pdfbatch.model import FINAL_STATUSES, BatchReason, BatchStatus, upload_key
 from pdfbatch.ports import BatchRow
@@ -156,9 +157,10 @@ def create_batch(deps: Deps, caller: Caller = ADMIN, callback_url: str | None = 
         from pdfbatch.services import callbacks
 
         callbacks.check(s, callback_url)
+    now = deps.clock()
+    _check_pending(deps, caller, now)
     batch_id = new_batch_id()
     key = upload_key(batch_id)
-    now = deps.clock()
     # The batch row is the last write: a POST that fails before it (503, its client tries again with a
     # new id) leaves no PENDING batch nobody knows. What it may leave, a callback row and a live hash
     # under an id nobody has, is never read (reads start at the batch row) and the hash expires.
@@ -168,7 +170,10 @@ def create_batch(deps: Deps, caller: Caller = ADMIN, callback_url: str | None = 
         _keep_default_callback(deps, batch_id, caller.tenant)
     deps.progress.init_batch(batch_id, BatchStatus.PENDING, None, now)
     upload = deps.store.presigned_post(s.bucket, key, s.upload_max_bytes, s.upload_url_expires_seconds)
-    deps.ledger.create_batch(batch_id, s.bucket, key, "api", BatchStatus.PENDING, caller.tenant)
+    # Settle has nothing to do with it until its link and grace are over (services/settle.py).
+    due = now + s.upload_url_expires_seconds + UPLOAD_GRACE_SECONDS
+    pending = BatchStatus.PENDING
+    deps.ledger.create_batch(batch_id, s.bucket, key, "api", pending, caller.tenant, settle_at=due)
     logger.info("batch created", extra={"batch_id": batch_id})
     return {
         "batchId": batch_id,
@@ -177,6 +182,28 @@ def create_batch(deps: Deps, caller: Caller = ADMIN, callback_url: str | None = 
         "maxBytes": s.upload_max_bytes,
         "expiresAt": iso(now + s.upload_url_expires_seconds),
     }
+
+
+def _check_pending(deps: Deps, caller: Caller, now: float) -> None:
+    """TooManyRequests when the caller's tenant already has max_pending_batches waiting for an upload.
+
+    Retry-After: until the oldest of them ends upload_expired (its link and grace over, and a settle
+    run), or sooner if an upload arrives. One indexed COUNT (by_tenant_status).
+    """
+    most = deps.settings.max_pending_batches
+    if most <= 0:
+        return
+    count, oldest = deps.ledger.pending_batches(caller.tenant)
+    if count < most:
+        return
+    s = deps.settings
+    ends = (oldest if oldest is not None else now) + s.upload_url_expires_seconds + UPLOAD_GRACE_SECONDS
+    logger.warning("POST /batches refused: too many batches waiting for an upload", extra={"count": count})
+    raise TooManyRequests(
+        f"{count} batches are waiting for their upload (at most {most}): upload to them, or ask again "
+        "after Retry-After seconds",
+        retry_after=int(max(1.0, ends - now + 60.0)),  # + one settle run
+    )
 
 
 def abandon_upload(deps: Deps, upload: Upload, reason: BatchReason = BatchReason.UNZIP_FAILED) -> str:

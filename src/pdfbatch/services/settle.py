@@ -4,7 +4,16 @@ Each path that ends or announces a batch is at-least-once, but a few of them fin
 reads the batch (services/views.py) or redelivers the right message. A batch nobody polls (an `aws s3
 cp` drop, a batch whose results go to a callback) must still end and be announced. The status
 function runs ``settle`` on a schedule (template parameter SettleSchedule, every minute by default)
-over the batches not announced yet, created in the last SETTLE_WINDOW_SECONDS:
+over the batches not announced yet, created in the last SETTLE_WINDOW_SECONDS, that are due:
+
+Each batch row carries ``settle_at``, when settle next has something to do with it: a POST /batches
+batch when its link and grace are over, any other batch at once (a batch unzip started, one that ended,
+revived or reopened). A run reads only batches due by now, by when each is due, page after page with a
+cursor, until none is left or its time budget is spent; one it looked at and could not settle yet is
+looked at again RECHECK_SECONDS later (behind every batch due before then). So no backlog can starve a
+due batch: 505 batches created and never uploaded to are not due for hours and are not read (issue 24
+found the 500 oldest unannounced batches, all empty, read every run while a batch whose announcer died
+waited), and a batch that fails every run goes to the back instead of holding its place.
 
 - a final batch whose announcement did not go out is announced (``tally.announce``) once the claim of
   the announcer that died is past its lease: its report, its completion event and, through the event,
@@ -22,6 +31,8 @@ One batch that fails to settle is logged and left to the next run; the others go
 
 from __future__ import annotations
 
+import contextlib
+import time
 from dataclasses import dataclass, field
 
 from pdfbatch.errors import DependencyUnavailable
@@ -33,7 +44,10 @@ from pdfbatch.services.deps import Deps
 
 SETTLE_WINDOW_SECONDS = 3 * 86_400.0
 QUIET_SECONDS = 60.0
-LIMIT = 500
+LIMIT = 500  # one page of due batches
+RECHECK_SECONDS = 60.0  # a batch not settled yet (still running, claim held, failed) is due again then
+# The status function has 10 s; a run stops reading pages after this and the next run goes on.
+RUN_BUDGET_SECONDS = 6.0
 
 
 @dataclass
@@ -57,25 +71,43 @@ class Settled:
         }
 
 
-def settle(deps: Deps) -> Settled:
-    """One run over the batches not announced yet (at most LIMIT, oldest first)."""
-    found = deps.ledger.unsettled_batches(deps.clock() - SETTLE_WINDOW_SECONDS, LIMIT)
-    done = Settled(checked=len(found))
-    for batch in found:
-        logger.append_keys(batch_id=batch.batch_id)
-        try:
-            action = settle_batch(deps, batch)
-        except Exception as exc:  # noqa: BLE001 - one batch that cannot settle must not starve the rest
-            level = logger.warning if isinstance(exc, DependencyUnavailable) else logger.error
-            level("batch not settled; the next run tries again", extra={"error": type(exc).__name__})
-            done.failed.append(batch.batch_id)
-            continue
-        finally:
-            logger.remove_keys(["batch_id"])
-        if action is not None:
-            getattr(done, action).append(batch.batch_id)
+def settle(deps: Deps, budget: float = RUN_BUDGET_SECONDS, page: int = LIMIT) -> Settled:
+    """One run over the due batches not announced yet, by when each is due, page by page (a cursor)."""
+    began = time.monotonic()
+    now = deps.clock()
+    created_after = now - SETTLE_WINDOW_SECONDS
+    done = Settled()
+    cursor: tuple[float, str] | None = None
+    while time.monotonic() - began < budget:
+        found = deps.ledger.due_batches(now, created_after, cursor, page)
+        done.checked += len(found)
+        for batch in found:
+            action = _settle_one(deps, batch, done)
+            if action is None:
+                # Behind everything due before then; MySQL down: the batch stays due, the next run finds it.
+                with contextlib.suppress(DependencyUnavailable):
+                    deps.ledger.defer_settle(batch.batch_id, batch.settle_at, deps.clock() + RECHECK_SECONDS)
+            else:
+                getattr(done, action).append(batch.batch_id)
+        if len(found) < page:
+            break
+        last = found[-1]
+        cursor = (last.settle_at or 0.0, last.batch_id)
     logger.info("settle run", extra=done.counts())
     return done
+
+
+def _settle_one(deps: Deps, batch: BatchRow, done: Settled) -> str | None:
+    logger.append_keys(batch_id=batch.batch_id)
+    try:
+        return settle_batch(deps, batch)
+    except Exception as exc:  # noqa: BLE001 - one batch that cannot settle must not starve the rest
+        level = logger.warning if isinstance(exc, DependencyUnavailable) else logger.error
+        level("batch not settled; the next run tries again", extra={"error": type(exc).__name__})
+        done.failed.append(batch.batch_id)
+        return None
+    finally:
+        logger.remove_keys(["batch_id"])
 
 
 def settle_batch(deps: Deps, batch: BatchRow) -> str | None:

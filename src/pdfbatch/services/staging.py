@@ -81,9 +81,7 @@ def stage_zip(deps: Deps, upload: Upload) -> StageReport:
     except ObjectChanged:
         return _replaced(deps, batch_id, batch.total_files)
     except ArchiveRejected as exc:
-        tally.fail_batch(deps, batch_id, exc.reason)
-        logger.warning("zip rejected", extra={"reason": exc.reason})
-        return StageReport(batch_id, BatchStatus.FAILED, reason=exc.reason)
+        return _rejected(deps, batch_id, exc)
     except NotFound:
         tally.fail_batch(deps, batch_id, BatchReason.ZIP_MISSING)
         logger.warning("zip rejected", extra={"reason": BatchReason.ZIP_MISSING})
@@ -147,6 +145,16 @@ def stage_zip(deps: Deps, upload: Upload) -> StageReport:
         },
     )
     return report
+
+
+def _rejected(deps: Deps, batch_id: str, exc: ArchiveRejected) -> StageReport:
+    """The upload as a whole cannot be read: its batch ends FAILED with the reason."""
+    tally.fail_batch(deps, batch_id, exc.reason)
+    extra: dict[str, str] = {"reason": exc.reason}
+    if exc.reason == BatchReason.NOT_A_ZIP:
+        extra["looks_like"] = str(exc)  # "a PDF", "gzip", "empty", ...: never the name or content
+    logger.warning("zip rejected", extra=extra)
+    return StageReport(batch_id, BatchStatus.FAILED, reason=exc.reason)
 
 
 def _register(
