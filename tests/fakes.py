@@ -183,6 +183,29 @@ class FakeLedger:
             ]
         return sorted(rows, key=lambda b: b.created_at, reverse=True)[:100]
 
+    def recent_batches(
+        self,
+        tenant: str | None = None,
+        *,
+        limit: int = 20,
+        before: tuple[float, str] | None = None,
+        status: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+    ) -> list[BatchRow]:
+        """Batches newest first (created_at, then batch_id), a page after ``before``."""
+        with self._lock:
+            rows = [
+                b
+                for b in self.batches.values()
+                if (tenant is None or b.tenant == tenant)
+                and (status is None or b.status == status)
+                and (since is None or b.created_at >= since)
+                and (until is None or b.created_at < until)
+                and (before is None or (b.created_at, b.batch_id) < before)
+            ]
+        return sorted(rows, key=lambda b: (b.created_at, b.batch_id), reverse=True)[:limit]
+
     def _update_batch(self, batch_id: str, **changes: Any) -> None:
         if batch_id in self.batches:  # UPDATE ... WHERE batch_id = %s: no row, no change
             self.batches[batch_id] = replace(self.batches[batch_id], **changes)

@@ -178,11 +178,24 @@ def create_batch(request: Request, caller: Caller) -> dict[str, Any]:
 
 
 def find_batches(request: Request, caller: Caller) -> dict[str, Any]:
-    """Batches of an object key dropped with the AWS CLI: GET /batches?key=uploads/x.zip."""
-    key = request.text("key") or ""
-    if not key:
-        raise InvalidInput("query parameter 'key' is required")
-    return response(200, views.find_batches(get_deps(), key, caller=caller))
+    """GET /batches?key=uploads/x.zip: the batches of an object key (dropped with the AWS CLI); without
+    ``key``, the caller's recent batches (?status=&since=&until=&tenant=&limit=&cursor=)."""
+    key = request.text("key")
+    if key is not None:
+        if not key:
+            raise InvalidInput("query parameter 'key' must not be empty")
+        return response(200, views.find_batches(get_deps(), key, caller=caller))
+    body = views.recent_batches(
+        get_deps(),
+        caller=caller,
+        tenant=request.text("tenant"),
+        status=request.text("status"),
+        since=request.text("since"),
+        until=request.text("until"),
+        cursor=request.text("cursor"),
+        limit=request.number("limit", 20, most=100),
+    )
+    return response(200, body, JSON, {"Cache-Control": "no-store"})
 
 
 def get_batch(request: Request, caller: Caller, batch_id: str) -> dict[str, Any]:

@@ -241,6 +241,21 @@ class Ledger(Protocol):
         """Batches created from an object key, newest first; only ``tenant``'s when one is given."""
         ...
 
+    def recent_batches(
+        self,
+        tenant: str | None = None,
+        *,
+        limit: int = 20,
+        before: tuple[float, str] | None = None,
+        status: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+    ) -> list[BatchRow]:
+        """Batches newest first (created_at, then batch_id, descending), at most ``limit``; only
+        ``tenant``'s when one is given. ``before``: the (created_at, batch_id) of the last row of the
+        previous page; ``status``: only that status; ``since``/``until``: created_at in [since, until)."""
+        ...
+
     def batch_for_upload(self, token: str, candidate_id: str, preferred_id: str | None = None) -> str:
         """The batch an upload token claimed first; else ``preferred_id`` unless another upload claimed
         it, else ``candidate_id``. Each batch is claimed by one upload at most."""

@@ -51,7 +51,9 @@ SCHEMA = (
       announced_at DOUBLE NULL,
       tenant VARCHAR(32) CHARACTER SET ascii NULL,
       KEY by_key (key_hash, created_at),
-      KEY by_unannounced (announced_at, created_at)
+      KEY by_unannounced (announced_at, created_at),
+      KEY by_created (created_at),
+      KEY by_tenant (tenant, created_at)
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
     """,
     """
@@ -162,6 +164,9 @@ ADDED_INDEXES = (
     # The scheduled settle (services/settle.py) reads batches not announced yet: the running ones and
     # the few whose announcement is due, never the table's announced history.
     ("pdfbatch_batches", "by_unannounced", "KEY by_unannounced (announced_at, created_at)"),
+    # Issue 25: a caller's recent batches, newest first (the admin's across tenants, a tenant's own).
+    ("pdfbatch_batches", "by_created", "KEY by_created (created_at)"),
+    ("pdfbatch_batches", "by_tenant", "KEY by_tenant (tenant, created_at)"),
 )
 # entry_name is TEXT: 65,535 bytes. A 65,535-byte name decoded as cp437 can take three times that in
 # UTF-8 (INSERT IGNORE would cut it anywhere, silently), so the shown name is cut to fit with an
@@ -576,6 +581,44 @@ class MysqlLedger:
                 cur.execute(_FIND_BATCHES, (_key_hash(key), key))
             else:
                 cur.execute(_FIND_TENANT_BATCHES, (_key_hash(key), key, tenant))
+            rows = cur.fetchall()
+        return [_batch(r) for r in rows]
+
+    def recent_batches(
+        self,
+        tenant: str | None = None,
+        *,
+        limit: int = 20,
+        before: tuple[float, str] | None = None,
+        status: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+    ) -> list[BatchRow]:
+        """Batches newest first, a page after ``before`` (by_tenant for a tenant, else by_created)."""
+        where: list[str] = []
+        args: list[Any] = []
+        if tenant is not None:
+            where.append("tenant = %s")
+            args.append(tenant)
+        if status is not None:
+            where.append("status = %s")
+            args.append(status)
+        if since is not None:
+            where.append("created_at >= %s")
+            args.append(since)
+        if until is not None:
+            where.append("created_at < %s")
+            args.append(until)
+        if before is not None:
+            where.append("(created_at < %s OR (created_at = %s AND batch_id < %s))")
+            args += [before[0], before[0], before[1]]
+        sql = "SELECT * FROM pdfbatch_batches"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_at DESC, batch_id DESC LIMIT %s"
+        args.append(int(limit))
+        with self.client.cursor() as cur:
+            cur.execute(sql, args)
             rows = cur.fetchall()
         return [_batch(r) for r in rows]
 

@@ -303,6 +303,109 @@ def find_batches(deps: Deps, key: str, *, caller: Caller) -> dict[str, Any]:
     }
 
 
+# A recent-batches cursor: the last row's created_at (as repr writes a float) and batch id.
+_BATCH_CURSOR = re.compile(r"([0-9]{1,12}(?:\.[0-9]{1,20})?)~([0-9a-f]{32})")
+_STATUSES = frozenset(s.value for s in BatchStatus)
+
+
+def recent_batches(
+    deps: Deps,
+    *,
+    caller: Caller,
+    tenant: str | None = None,
+    status: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    cursor: str | None = None,
+    limit: int = 20,
+) -> dict[str, Any]:
+    """GET /batches without ``key``: the caller's batches newest first, each with its counts and upload.
+
+    A tenant sees its own (``tenant`` naming another one finds nothing, as if it had none); the admin
+    every batch, or one tenant's with ``tenant``. ``since``/``until``: ISO dates or times (UTC), a date
+    ``until`` taking in that whole day. Counts are the summary of a final batch, the live counters of a
+    running one (null once they expired: ``pdfbatch status`` rebuilds them).
+    """
+    if status is not None and status not in _STATUSES:
+        raise InvalidInput(f"status must be one of {', '.join(sorted(_STATUSES))}")
+    if tenant is not None and not tenant:
+        raise InvalidInput("tenant must not be empty")
+    owner = caller.tenant if not caller.is_admin else tenant
+    limit = max(1, min(int(limit), 100))
+    before: tuple[float, str] | None = None
+    if cursor is not None:
+        match = _BATCH_CURSOR.fullmatch(cursor)
+        if match is None:
+            raise InvalidInput("bad cursor")
+        before = (float(match.group(1)), match.group(2))
+    if not caller.is_admin and tenant is not None and tenant != caller.tenant:
+        rows: list[BatchRow] = []  # another tenant's batches: none, whether it has any or not
+    else:
+        rows = deps.ledger.recent_batches(
+            owner,
+            limit=limit + 1,
+            before=before,
+            status=status,
+            since=_instant(since, "since"),
+            until=_instant(until, "until", end_of_day=True),
+        )
+    more = len(rows) > limit
+    rows = rows[:limit]
+    last = rows[-1] if rows else None
+    return {
+        "batches": [batch_item(deps, b, admin=caller.is_admin) for b in rows],
+        "nextCursor": f"{last.created_at!r}~{last.batch_id}" if more and last else None,
+    }
+
+
+def _instant(value: str | None, name: str, *, end_of_day: bool = False) -> float | None:
+    """An ISO date (2026-12-01) or date-time (naive: UTC) as epoch seconds; InvalidInput otherwise."""
+    if value is None:
+        return None
+    from datetime import UTC, datetime, timedelta
+
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise InvalidInput(f"{name} must be an ISO date or date-time, e.g. 2026-12-01") from exc
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    if end_of_day and len(value) == 10:  # a date alone: the whole day
+        parsed += timedelta(days=1)
+    return parsed.timestamp()
+
+
+def batch_item(deps: Deps, batch: BatchRow, *, admin: bool = False) -> dict[str, Any]:
+    """One batch in a list: when, what was uploaded, how it stands (counts), and why it FAILED."""
+    counts: dict[str, int] | None = None
+    total = batch.total_files
+    if batch.status in FINAL_STATUSES and batch.counts:
+        counts = {o: int(batch.counts.get(o, 0)) for o in (*COUNTED_OUTCOMES, "processed")}
+    else:
+        live = deps.progress.get(batch.batch_id)
+        if live is not None:
+            counts = {o: int(live.outcomes.get(o, 0)) for o in COUNTED_OUTCOMES}
+            counts["processed"] = live.processed
+            total = live.total_files if live.total_files is not None else total
+    failed = batch.status == BatchStatus.FAILED
+    item: dict[str, Any] = {
+        "batchId": batch.batch_id,
+        "status": batch.status,
+        "source": batch.source,
+        "upload": batch.object_key,
+        "createdAt": iso(batch.created_at),
+        "completedAt": iso(batch.completed_at),
+        "totalFiles": total,
+        "ignored": batch.ignored_files,
+        "counts": counts,
+        "reason": (batch.reason or "unknown") if failed else None,
+        "reasonText": describe(batch.reason or "unknown", batch=True) if failed else None,
+    }
+    if admin:
+        item["tenant"] = batch.tenant
+    return item
+
+
 def iter_all_files(deps: Deps, batch_id: str, outcome: str | None = None) -> Iterable[FileRow]:
     """Every file of a batch (for reports), page by page."""
     after = -1
