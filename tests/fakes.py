@@ -25,6 +25,7 @@ from pdfbatch.ports import (
     LiveProgress,
     NewEntry,
     TenantKey,
+    TracedFile,
     UserRow,
 )
 
@@ -333,6 +334,7 @@ class FakeLedger:
             finished_at=self._clock(),
             users_named=result.users_named,
             source=row.source or result.source,
+            page=result.page,
         )
         return True
 
@@ -416,6 +418,22 @@ class FakeLedger:
                 if r.sha256 in wanted and r.outcome == "linked" and r.final_key is not None
             }
 
+    def files_by_sha(self, sha256: str, tenant: str | None = None, limit: int = 100) -> list[TracedFile]:
+        """Entries of this content, newest batch first, then in entry order."""
+        with self._lock:
+            rows = [r for r in self.files.values() if r.sha256 == sha256]
+            return self._traced(rows, tenant, limit)
+
+    def _traced(self, rows: Iterable[FileRow], tenant: str | None, limit: int) -> list[TracedFile]:
+        """The rows with their batches (JOIN), of ``tenant`` only when given, as the trace orders them."""
+        found = []
+        for r in rows:
+            b = self.batches.get(r.batch_id)
+            if b is not None and (tenant is None or b.tenant == tenant):
+                found.append(TracedFile(r, b.created_at, b.object_key, b.tenant, b.status))
+        found.sort(key=lambda t: (-t.batch_created_at, _desc(t.file.batch_id), t.file.index))
+        return found[:limit]
+
     def set_timings(self, batch_id: str, index: int, timings: Mapping[str, float]) -> None:
         """Replace the timings of a recorded entry."""
         with self._lock:
@@ -457,6 +475,7 @@ class FakeLedger:
                 timings={},
                 finished_at=None,
                 users_named=None,
+                page=None,
             )
             return True
 
@@ -621,6 +640,11 @@ class FakeProgress:
             if later_id not in later:
                 h["laterUploads"] = ",".join([*later, later_id])
             return True
+
+
+def _desc(text: str) -> tuple[int, ...]:
+    """A sort key that orders ASCII text descending (ORDER BY ... DESC of a batch id)."""
+    return tuple(-ord(c) for c in text)
 
 
 def _ci(email: str) -> str:

@@ -220,6 +220,16 @@ def get_files(request: Request, caller: Caller, batch_id: str) -> dict[str, Any]
     return response(200, body)
 
 
+def trace_document(request: Request, caller: Caller) -> dict[str, Any]:
+    """Every batch entry that held exactly this PDF: GET /files?sha256=<hex>."""
+    sha256 = request.text("sha256")
+    if not sha256:
+        raise InvalidInput("query parameter 'sha256' is required")
+    return response(
+        200, views.trace_document(get_deps(), sha256, caller=caller), JSON, {"Cache-Control": "no-store"}
+    )
+
+
 Route = Callable[..., dict[str, Any]]
 # (method, path as the OpenAPI document writes it, handler); a {parameter} is one path segment. Each
 # handler is called with the request, the caller (ADMIN on the public routes) and the path's parameters.
@@ -230,6 +240,7 @@ ROUTES: tuple[tuple[str, str, Route], ...] = (
     ("GET", "/batches", find_batches),
     ("GET", "/batches/{batchId}", get_batch),
     ("GET", "/batches/{batchId}/files", get_files),
+    ("GET", "/files", trace_document),
 )
 
 
@@ -287,8 +298,12 @@ def not_configured(request: Request, exc: Exception) -> dict[str, Any]:
 
 
 def not_found(request: Request, exc: Exception) -> dict[str, Any]:
-    """404 with a JSON error."""
-    return _error(404, "not_found", "no such batch")
+    """404 with a JSON error: what was not found (a batch, a document, a user), never whose it is."""
+    return _error(404, "not_found", _NOT_FOUND.get(str(exc), "no such batch"))
+
+
+# The messages a 404 may carry; anything else (an S3 key, say) is "no such batch".
+_NOT_FOUND = {m: m for m in ("no such batch", "no such document", "no such user")}
 
 
 def invalid(request: Request, exc: Exception) -> dict[str, Any]:

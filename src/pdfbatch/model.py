@@ -141,6 +141,7 @@ class FileResult:
     detail: dict[str, float] = field(default_factory=dict)
     users_named: int | None = None  # ambiguous: how many users the deciding page named (never who)
     source: str = Lane.TEXT  # the lane that read it (a file handed to the OCR lane keeps "ocr")
+    page: int | None = None  # the page (1-based) that decided: linked, already linked, ambiguous
 
 
 @dataclass(frozen=True)

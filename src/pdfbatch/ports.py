@@ -65,6 +65,18 @@ class FileRow:
     # The lane that read it: "text", or "ocr" from the moment process_pdf hands it to the OCR lane
     # (outcome still None: waiting for OCR); None while no lane has decided anything about it.
     source: str | None = None
+    page: int | None = None  # the page (1-based) that decided (linked, already linked, ambiguous)
+
+
+@dataclass(frozen=True)
+class TracedFile:
+    """One entry found by a trace (its content or a user it names), with what its batch says of it."""
+
+    file: FileRow
+    batch_created_at: float
+    upload: str  # the batch's object key
+    tenant: str | None
+    batch_status: str
 
 
 @dataclass(frozen=True)
@@ -361,6 +373,11 @@ class Ledger(Protocol):
 
     def linked_keys(self, sha256s: Sequence[str]) -> set[str]:
         """The final keys of linked entries whose content is one of ``sha256s`` (what gc must keep)."""
+        ...
+
+    def files_by_sha(self, sha256: str, tenant: str | None = None, limit: int = 100) -> list[TracedFile]:
+        """Every entry whose content is ``sha256``, newest batch first (then entry order), at most
+        ``limit``; only ``tenant``'s batches when one is given (by_sha: no scan of the ledger)."""
         ...
 
 

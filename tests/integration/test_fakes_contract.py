@@ -7,6 +7,7 @@ shows up here, not as a unit test that passes against something production never
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -345,6 +346,33 @@ def lookups_script(side: LedgerSide, run: str) -> Transcript:
     )
     call("other tenant", lambda: [b.batch_id for b in ledger.recent_batches(other)])
     call("nobody", ledger.recent_batches, f"n{run[:20]}")
+
+    # a document traced: the same content in three batches of two tenants, and in two entries of one
+    digest, other_digest = (
+        hashlib.sha256(run.encode()).hexdigest(),
+        hashlib.sha256(b"x" + run.encode()).hexdigest(),
+    )
+    for batch_id in ids[:3]:
+        ledger.add_entries(batch_id, [NewEntry(i, f"f{i}.pdf", "pdf", 10) for i in range(3)])
+    for batch_id, index, content in (
+        (ids[0], 1, digest),
+        (ids[1], 0, digest),
+        (ids[1], 2, digest),
+        (ids[2], 0, digest),
+        (ids[0], 0, other_digest),
+    ):
+        page = 1 + index
+        ledger.record(
+            batch_id,
+            index,
+            FileResult("skipped_no_match", "ambiguous", sha256=content, users_named=2, page=page),
+        )
+        tick(0.5)
+    call("trace", ledger.files_by_sha, digest)
+    call("trace tenant", ledger.files_by_sha, digest, tenant)
+    call("trace other", ledger.files_by_sha, digest, other)
+    call("trace limited", ledger.files_by_sha, digest, None, 2)
+    call("trace nothing", ledger.files_by_sha, "0" * 64, tenant)
     return call.out
 
 

@@ -6,16 +6,28 @@ its tenant's batches, and another tenant's document or user answers exactly as a
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from fakes import FakeClock, FakeLedger
+from fixtures import pdfs
 from fixtures.apigw import TEST_API_KEY, Context, api_event, header, load_handler
 from fixtures.openapi import check_response
+from fixtures.pipeline import drain, upload
+from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import tenants
-from pdfbatch.services import Deps
+from pdfbatch.services import Deps, staging
+
+resume = functools.cache(pdfs.resume_pdf)
+# Page 1 names nobody; page 2 names Jane and Bob: ambiguous on page 2.
+two_names = functools.cache(
+    lambda: pdfs.text_pdf(["A cover page", ["References", "jane@example.com", "bob@example.com"]])
+)
 
 
 @pytest.fixture(scope="module")
@@ -117,3 +129,84 @@ def test_the_admin_lists_every_batch_or_one_tenants_and_a_tenant_never_anothers(
 )
 def test_bad_list_parameters_are_400(deps: Deps, status: Any, query: dict[str, str]) -> None:
     assert call(status, "/batches", query)[0] == 400
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass
+class Story:
+    """Jane's résumé sent three times (acme twice, globex once) and a letter naming Jane and Bob."""
+
+    jane: str
+    bob: str
+    acme: str  # acme's key
+    globex: str
+    acme_batches: list[str]  # oldest first
+    globex_batch: str
+
+
+def story(deps: Deps, clock: FakeClock, status: Any) -> Story:
+    ledger: Any = deps.ledger
+    jane, bob = ledger.add_user("jane@example.com"), ledger.add_user("bob@example.com")
+    acme = tenants.create_key(deps.tenants, "acme")  # type: ignore[arg-type]
+    globex = tenants.create_key(deps.tenants, "globex")  # type: ignore[arg-type]
+    sent = []
+    for key, entries in (
+        (acme, [("jane.pdf", resume("Jane", "jane@example.com"))]),
+        (globex, [("cv/jane-copy.pdf", resume("Jane", "jane@example.com"))]),
+        (acme, [("again.pdf", resume("Jane", "jane@example.com")), ("letter.pdf", two_names())]),
+    ):
+        raw = status.handler(api_event("POST", "/batches", api_key=key), Context())
+        created = json.loads(raw["body"])
+        staging.stage_zip(deps, upload(deps, make_zip(entries), key=created["key"]))
+        drain(deps)
+        sent.append(created["batchId"])
+        clock.advance(60)
+    return Story(jane, bob, acme, globex, [sent[0], sent[2]], sent[1])
+
+
+def test_a_document_is_traced_through_every_batch_of_the_caller_newest_first(
+    deps: Deps, clock: FakeClock, status: Any
+) -> None:
+    # GIVEN Jane's résumé linked in acme's first batch, then sent again by globex and by acme
+    s = story(deps, clock, status)
+    digest = sha(resume("Jane", "jane@example.com"))
+    # WHEN acme traces it
+    code, body = call(status, "/files", {"sha256": digest.upper()}, s.acme)
+    # THEN it sees its two entries, newest batch first, each with outcome, reason in words, page and user
+    assert code == 200 and body["sha256"] == digest and body["more"] is False
+    got = [
+        (f["batchId"], f["name"], f["outcome"], f["reason"], f["page"], f["userId"]) for f in body["files"]
+    ]
+    assert got == [
+        (s.acme_batches[1], "again.pdf", "skipped_already_exists", "already_linked", 1, s.jane),
+        (s.acme_batches[0], "jane.pdf", "linked", "matched", 1, s.jane),
+    ]
+    first = body["files"][1]
+    assert first["reasonText"] == "linked to the user whose email address it contains"
+    assert (first["source"], first["attempts"], first["batchStatus"]) == ("text", 1, "COMPLETED")
+    assert first["finishedAt"] and first["batchCreatedAt"] and first["upload"].startswith("uploads/")
+    # AND globex sees only its own entry, the admin all three
+    _, theirs = call(status, "/files", {"sha256": digest}, s.globex)
+    assert [f["batchId"] for f in theirs["files"]] == [s.globex_batch]
+    assert len(call(status, "/files", {"sha256": digest})[1]["files"]) == 3
+
+
+def test_another_tenants_document_answers_exactly_as_an_unknown_one(
+    deps: Deps, clock: FakeClock, status: Any
+) -> None:
+    s = story(deps, clock, status)
+    initech = tenants.create_key(deps.tenants, "initech")  # type: ignore[arg-type]
+    letter = sha(two_names())  # only acme ever sent it
+    theirs = call(status, "/files", {"sha256": letter}, s.globex)
+    unknown = call(status, "/files", {"sha256": "0" * 64}, s.globex)
+    assert theirs == unknown == (404, {"error": "not_found", "message": "no such document"})
+    assert call(status, "/files", {"sha256": letter}, initech) == unknown
+    assert call(status, "/files", {"sha256": letter}, s.acme)[1]["files"][0]["page"] == 2
+
+
+@pytest.mark.parametrize("query", [{}, {"sha256": "abc"}, {"sha256": "g" * 64}, {"sha256": "a" * 65}])
+def test_a_trace_needs_a_sha256(deps: Deps, status: Any, query: dict[str, str]) -> None:
+    assert call(status, "/files", query)[0] == 400

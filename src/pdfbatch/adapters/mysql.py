@@ -26,7 +26,7 @@ from pdfbatch.config import MysqlParams, UsersTable, parse_mysql_url
 from pdfbatch.errors import DependencyUnavailable, UsersTableError
 from pdfbatch.logs import logger
 from pdfbatch.model import COUNTED_OUTCOMES, FINAL_STATUSES, FileResult
-from pdfbatch.ports import BatchRow, DoneFile, FileRow, NewEntry, UserRow
+from pdfbatch.ports import BatchRow, DoneFile, FileRow, NewEntry, TracedFile, UserRow
 
 SCHEMA = (
     """
@@ -76,6 +76,7 @@ SCHEMA = (
       finished_at DOUBLE NULL,
       users_named INT NULL,
       source VARCHAR(8) NULL,
+      decided_page INT NULL,
       PRIMARY KEY (batch_id, entry_index),
       KEY by_sha (sha256),
       KEY by_lane (batch_id, source, outcome)
@@ -150,6 +151,8 @@ ADDED_COLUMNS = (
     ("pdfbatch_batches", "tenant", "VARCHAR(32) CHARACTER SET ascii NULL"),
     # Issue 12: the lane that read a file ("text", "ocr"); "ocr" from the hand-off to the OCR lane on.
     ("pdfbatch_files", "source", "VARCHAR(8) NULL"),
+    # Issue 25: the page that decided (a trace shows it).
+    ("pdfbatch_files", "decided_page", "INT NULL"),
 )
 # Columns whose type changed: (table, column, definition, the DATA_TYPEs it is converted from).
 # user_id: BIGINT until the users table could have string and UUID ids; MODIFY keeps every stored id
@@ -383,7 +386,20 @@ def _file(row: Mapping[str, Any]) -> FileRow:
         users_named=row.get("users_named"),
         name_hex=row.get("name_hex"),
         source=row.get("source"),
+        page=row.get("decided_page"),
     )
+
+
+def _traced(row: Mapping[str, Any]) -> TracedFile:
+    return TracedFile(_file(row), row["b_created_at"], row["b_object_key"], row["b_tenant"], row["b_status"])
+
+
+# A trace's rows: the entry and what its batch says of it, newest batch first.
+_TRACE_SELECT = (
+    "SELECT f.*, b.created_at AS b_created_at, b.object_key AS b_object_key, b.tenant AS b_tenant, "
+    "b.status AS b_status FROM pdfbatch_files AS f JOIN pdfbatch_batches AS b ON b.batch_id = f.batch_id "
+)
+_TRACE_ORDER = " ORDER BY b.created_at DESC, f.batch_id DESC, f.entry_index LIMIT %s"
 
 
 def _fit_name(name: str) -> str:
@@ -759,6 +775,7 @@ class MysqlLedger:
             self._clock(),
             result.users_named,
             result.source,
+            result.page,
         )
 
     def record(self, batch_id: str, index: int, result: FileResult) -> FileRow:
@@ -868,6 +885,18 @@ class MysqlLedger:
                 found.update(str(r["final_key"]) for r in cur.fetchall())
         return found
 
+    def files_by_sha(self, sha256: str, tenant: str | None = None, limit: int = 100) -> list[TracedFile]:
+        """Entries of this content, newest batch first: by_sha, then each one's batch by primary key."""
+        sql = _TRACE_SELECT + "WHERE f.sha256 = %s"
+        args: list[Any] = [sha256]
+        if tenant is not None:
+            sql += " AND b.tenant = %s"
+            args.append(tenant)
+        with self.client.cursor() as cur:
+            cur.execute(sql + _TRACE_ORDER, [*args, int(limit)])
+            rows = cur.fetchall()
+        return [_traced(r) for r in rows]
+
     def set_timings(self, batch_id: str, index: int, timings: Mapping[str, float]) -> None:
         """Replace the timings of a recorded entry."""
         with self.client.cursor() as cur:
@@ -916,7 +945,7 @@ class MysqlLedger:
         with self.client.cursor() as cur:
             cur.execute(
                 "UPDATE pdfbatch_files SET outcome = NULL, reason = NULL, user_id = NULL, final_key = NULL, "
-                "timings = NULL, finished_at = NULL, users_named = NULL "
+                "timings = NULL, finished_at = NULL, users_named = NULL, decided_page = NULL "
                 "WHERE batch_id = %s AND entry_index = %s AND kind = 'pdf' AND outcome <> 'linked' "
                 "AND outcome = %s AND reason = %s",
                 (batch_id, index, outcome, reason),
@@ -929,7 +958,7 @@ _RECORD_SET = (
     "f.outcome = %s, f.reason = %s, f.user_id = %s, f.final_key = %s, f.sha256 = COALESCE(%s, f.sha256), "
     "f.timings = %s, f.finished_at = %s, f.users_named = %s, "
     # A file handed to the OCR lane stays "ocr" whoever records it (ocr_pdf, or give_up after it).
-    "f.source = COALESCE(f.source, %s)"
+    "f.source = COALESCE(f.source, %s), f.decided_page = %s"
 )
 
 

@@ -12,6 +12,7 @@ from pdfbatch.cli.demo import demo
 from pdfbatch.cli.keys import add_keys
 from pdfbatch.cli.operator import add_check, dlq_cmd, gc_cmd, report_cmd, retry_cmd
 from pdfbatch.cli.stack import stack_down, stack_key, stack_status, stack_up
+from pdfbatch.cli.trace import trace_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -204,3 +205,20 @@ def _add_lookups(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
     p.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=list_cmd)
+
+    p = sub.add_parser(
+        "trace",
+        help="what became of one PDF, or of one person's files, in every batch",
+        formatter_class=fmt,
+        description=(
+            "FILE: every batch entry that held exactly this PDF (it is hashed here; nothing is uploaded).\n"
+            "--user: the PDF linked to that user (an id, or an email looked up in the users table) and\n"
+            "every file that named them without linking them (ambiguous, already linked, ...), with why.\n"
+            "A tenant key sees only its tenant's batches."
+        ),
+        epilog="example:\n  pdfbatch trace resume.pdf\n  pdfbatch trace --user jane@example.com --json",
+    )
+    p.add_argument("file", nargs="?", help="the PDF")
+    p.add_argument("--user", help="a user id, or an email address")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=trace_cmd)

@@ -120,6 +120,16 @@ class ApiClient:
             if not cursor:
                 return
 
+    def trace_document(self, sha256: str) -> dict[str, Any]:
+        """GET /files?sha256=...: every batch entry that held this PDF."""
+        return dict(self.request("GET", "files", {"sha256": sha256})[2])
+
+    def trace_user(self, user: str) -> dict[str, Any]:
+        """GET /users/{id}/files: the PDF linked to a user (by id, or by email) and the files naming them."""
+        from urllib.parse import quote
+
+        return dict(self.request("GET", f"users/{quote(user, safe='')}/files")[2])
+
     def wait(
         self,
         batch_id: str,

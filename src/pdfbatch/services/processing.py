@@ -32,6 +32,7 @@ class Verdict:
     reason: str  # MATCHED | AMBIGUOUS | NO_USER | NO_EMAIL | NO_TEXT_LAYER
     user: UserRow | None = None  # MATCHED only
     users_named: int = 0  # distinct users the deciding page named (AMBIGUOUS: 2 or more)
+    page: int | None = None  # the page (1-based) that decided (MATCHED, AMBIGUOUS)
 
 
 def process_file(deps: Deps, task: FileTask) -> FileRow | None:
@@ -261,6 +262,7 @@ def _already_linked(read: Read) -> FileResult:
         sha256=read.sha,
         detail=read.timings,
         source=read.lane,
+        page=read.verdict.page,
     )
 
 
@@ -290,6 +292,7 @@ def _link(deps: Deps, read: Read, key: str, drop: Callable[[Deps, FileTask], Non
         sha256=read.sha,
         detail=timings,
         source=lane,
+        page=read.verdict.page,
     )
     won = deps.ledger.link(task.batch_id, task.index, user.id, url, linked)
     timings["update"] = time.monotonic() - t
@@ -307,6 +310,7 @@ def _link(deps: Deps, read: Read, key: str, drop: Callable[[Deps, FileTask], Non
             finished_at=deps.clock(),
             timings=dict(timings),
             source=row.source or str(lane),
+            page=read.verdict.page,
         )
         timings["total"] = time.monotonic() - read.started
         _store_timings(deps, stored, timings)
@@ -391,6 +395,7 @@ def unlinked_result(
             detail=detail,
             users_named=verdict.users_named,
             source=lane,
+            page=verdict.page,
         )
     return FileResult(Outcome.SKIPPED_NO_MATCH, str(verdict.reason), sha256=sha, detail=detail, source=lane)
 
@@ -410,7 +415,7 @@ def _scan(deps: Deps, data: bytes) -> tuple[Any, Verdict]:
         budget_seconds=s.limits.file_budget_seconds,
         policy=MatchPolicy(s.match_policy),
     )
-    return scan, Verdict(scan.reason, scan.match, scan.users_named)
+    return scan, Verdict(scan.reason, scan.match, scan.users_named, scan.page)
 
 
 def _ocr_scan(deps: Deps, data: bytes, engine: Any) -> tuple[Any, Verdict]:
@@ -437,7 +442,8 @@ def _ocr_scan(deps: Deps, data: bytes, engine: Any) -> tuple[Any, Verdict]:
     if scan.reason != Reason.MATCHED:
         return scan, Verdict(scan.reason)
     decision = decide([list(scan.named)], rows, MatchPolicy(s.match_policy), complete=True)
-    return scan, Verdict(decision.reason, decision.user, decision.users_named)
+    page = scan.regions[-1].page if scan.regions else None  # the region that named a user
+    return scan, Verdict(decision.reason, decision.user, decision.users_named, page)
 
 
 def _finish(deps: Deps, task: FileTask, result: FileResult, started: float) -> FileRow:

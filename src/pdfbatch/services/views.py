@@ -25,12 +25,14 @@ from pdfbatch.model import (
     describe,
     is_batch_id,
 )
-from pdfbatch.ports import BatchRow, FileRow, LiveProgress
+from pdfbatch.ports import BatchRow, FileRow, LiveProgress, TracedFile
 from pdfbatch.services import batches, tally
 from pdfbatch.services.deps import Deps, iso
 from pdfbatch.tenants import Caller
 
 _CURSOR = re.compile(r"[0-9]{1,18}")
+_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
+TRACE_LIMIT = 100  # entries a trace shows, newest first
 
 
 def _visible(deps: Deps, batch_id: str, caller: Caller) -> None:
@@ -283,6 +285,7 @@ def file_item(row: FileRow) -> dict[str, Any]:
         "finishedAt": iso(row.finished_at),
         "timings": {k: round(v, 4) for k, v in row.timings.items()} if row.timings else {},
         "source": delivery.source_of(row),
+        "page": row.page,
     }
 
 
@@ -404,6 +407,38 @@ def batch_item(deps: Deps, batch: BatchRow, *, admin: bool = False) -> dict[str,
     if admin:
         item["tenant"] = batch.tenant
     return item
+
+
+def trace_document(deps: Deps, sha256: str, *, caller: Caller) -> dict[str, Any]:
+    """GET /files?sha256=: every entry that held exactly this PDF, newest batch first (at most 100).
+
+    A tenant sees only its own batches' entries; a document none of them held is NotFound("no such
+    document"), whether another tenant's batch held it or nobody's did (one query, filtered in it).
+    """
+    if not _SHA256.fullmatch(sha256):
+        raise InvalidInput("sha256 must be 64 hexadecimal characters (the SHA-256 of the PDF)")
+    sha256 = sha256.lower()
+    found = deps.ledger.files_by_sha(sha256, caller.tenant, TRACE_LIMIT + 1)
+    if not found:
+        raise NotFound("no such document")
+    return {
+        "sha256": sha256,
+        "files": [traced_item(t) for t in found[:TRACE_LIMIT]],
+        "more": len(found) > TRACE_LIMIT,
+    }
+
+
+def traced_item(traced: TracedFile) -> dict[str, Any]:
+    """One traced entry: the file as GET /batches/{id}/files shows it, and its batch."""
+    row = traced.file
+    return {
+        "batchId": row.batch_id,
+        "batchStatus": traced.batch_status,
+        "batchCreatedAt": iso(traced.batch_created_at),
+        "upload": traced.upload,
+        **file_item(row),
+        "createdAt": iso(row.created_at),
+    }
 
 
 def iter_all_files(deps: Deps, batch_id: str, outcome: str | None = None) -> Iterable[FileRow]:
