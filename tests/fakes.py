@@ -55,6 +55,7 @@ class FakeLedger:
         self.batches: dict[str, BatchRow] = {}
         self.uploads: dict[str, str] = {}
         self.files: dict[tuple[str, int], FileRow] = {}
+        self.named: set[tuple[bytes, str, int]] = set()  # pdfbatch_named: (keyed hash, batch, index)
         self.users: dict[str, UserRow] = {}  # by id, as stored: email as inserted, pdf_url may be ""
         self.email_charset: str | None = "utf8mb4"  # the email column's character set (None: binary)
         # Set to the UsersTableError the adapter raises for a misconfigured table (every users query).
@@ -336,6 +337,7 @@ class FakeLedger:
             source=row.source or result.source,
             page=result.page,
         )
+        self.named.update((h, batch_id, index) for h in result.named)
         return True
 
     def record(self, batch_id: str, index: int, result: FileResult) -> FileRow:
@@ -424,6 +426,16 @@ class FakeLedger:
             rows = [r for r in self.files.values() if r.sha256 == sha256]
             return self._traced(rows, tenant, limit)
 
+    def files_of_user(
+        self, user_id: str, named: Sequence[bytes], tenant: str | None = None, limit: int = 100
+    ) -> list[TracedFile]:
+        """Entries recorded with ``user_id``, and those that recorded one of the hashes ``named``."""
+        wanted = set(named)
+        with self._lock:
+            keys = {(b, i) for h, b, i in self.named if h in wanted}
+            rows = [r for k, r in self.files.items() if r.user_id == user_id or k in keys]
+            return self._traced(rows, tenant, limit)
+
     def _traced(self, rows: Iterable[FileRow], tenant: str | None, limit: int) -> list[TracedFile]:
         """The rows with their batches (JOIN), of ``tenant`` only when given, as the trace orders them."""
         found = []
@@ -477,6 +489,7 @@ class FakeLedger:
                 users_named=None,
                 page=None,
             )
+            self.named = {n for n in self.named if n[1:] != (batch_id, index)}
             return True
 
     def mark_lane(self, batch_id: str, index: int, lane: str) -> None:

@@ -180,21 +180,15 @@ def create_batch(request: Request, caller: Caller) -> dict[str, Any]:
 def find_batches(request: Request, caller: Caller) -> dict[str, Any]:
     """GET /batches?key=uploads/x.zip: the batches of an object key (dropped with the AWS CLI); without
     ``key``, the caller's recent batches (?status=&since=&until=&tenant=&limit=&cursor=)."""
+    filters = {name: request.text(name) for name in ("tenant", "status", "since", "until", "cursor")}
+    limit = request.number("limit", 20, most=100)
     key = request.text("key")
     if key is not None:
         if not key:
             raise InvalidInput("query parameter 'key' must not be empty")
+        views.list_query(**filters)  # refused as without a key, though a key's batches ignore them
         return response(200, views.find_batches(get_deps(), key, caller=caller))
-    body = views.recent_batches(
-        get_deps(),
-        caller=caller,
-        tenant=request.text("tenant"),
-        status=request.text("status"),
-        since=request.text("since"),
-        until=request.text("until"),
-        cursor=request.text("cursor"),
-        limit=request.number("limit", 20, most=100),
-    )
+    body = views.recent_batches(get_deps(), caller=caller, limit=limit, **filters)
     return response(200, body, JSON, {"Cache-Control": "no-store"})
 
 
@@ -230,6 +224,15 @@ def trace_document(request: Request, caller: Caller) -> dict[str, Any]:
     )
 
 
+def trace_user(request: Request, caller: Caller, user: str) -> dict[str, Any]:
+    """The PDF linked to a user and the files that named them: GET /users/{id or email}/files."""
+    if not _is_text(user):
+        raise InvalidInput("the user id is not valid UTF-8")
+    return response(
+        200, views.trace_user(get_deps(), user, caller=caller), JSON, {"Cache-Control": "no-store"}
+    )
+
+
 Route = Callable[..., dict[str, Any]]
 # (method, path as the OpenAPI document writes it, handler); a {parameter} is one path segment. Each
 # handler is called with the request, the caller (ADMIN on the public routes) and the path's parameters.
@@ -241,6 +244,7 @@ ROUTES: tuple[tuple[str, str, Route], ...] = (
     ("GET", "/batches/{batchId}", get_batch),
     ("GET", "/batches/{batchId}/files", get_files),
     ("GET", "/files", trace_document),
+    ("GET", "/users/{userId}/files", trace_user),
 )
 
 

@@ -115,7 +115,11 @@ def _secrets_provider(endpoint_url: str | None, region: str) -> Any:
 def read_secrets(settings: Settings) -> Settings:
     """``settings`` completed with the current values of its secrets (each cached secrets_max_age s)."""
     if not (
-        settings.mysql_secret or settings.redis_secret or settings.api_key_secret or settings.callback_secret
+        settings.mysql_secret
+        or settings.redis_secret
+        or settings.api_key_secret
+        or settings.callback_secret
+        or settings.named_secret
     ):
         return settings
     from aws_lambda_powertools.utilities.parameters.exceptions import (
@@ -140,6 +144,7 @@ def read_secrets(settings: Settings) -> Settings:
         redis_url=read(settings.redis_secret) if settings.redis_secret else None,
         api_key=read(settings.api_key_secret) if settings.api_key_secret else None,
         callback_key=read(settings.callback_secret) if settings.callback_secret else None,
+        named_keys=read(settings.named_secret) if settings.named_secret else None,
     )
 
 

@@ -99,6 +99,10 @@ class Settings:
     # Signed callbacks (pdfbatch.callbacks, services/callbacks.py; README "Getting results out").
     callback_secret: str = ""  # PDFBATCH_CALLBACK_SECRET: the signing secret's ARN (read by bootstrap)
     callback_key: str = field(default="", repr=False)  # the signing secret's value (from that secret)
+    # Issue 25 (pdfbatch.named): the key ring of the named users' hashes, a secret's ARN (on AWS) or the
+    # ring itself (PDFBATCH_NAMED_KEYS, local stacks and tests): one key, or a JSON array, first writes.
+    named_secret: str = ""  # PDFBATCH_NAMED_SECRET
+    named_keys: str = field(default="", repr=False)  # PDFBATCH_NAMED_KEYS, or the secret's value
     callback_allow: str = ""  # PDFBATCH_CALLBACK_ALLOW: hosts/CIDRs allowed though private (local tests)
     callback_allow_http: bool = False  # PDFBATCH_CALLBACK_ALLOW_HTTP: http:// too (local deployments only)
     callback_attempts: int = 8  # PDFBATCH_CALLBACK_ATTEMPTS: POSTs of one delivery before its DLQ
@@ -164,6 +168,8 @@ class Settings:
             secrets_max_age=_int(e, "PDFBATCH_SECRETS_MAX_AGE", 300),
             match_policy=_choice(e, "PDFBATCH_MATCH_POLICY", MATCH_POLICIES),
             callback_secret=e.get("PDFBATCH_CALLBACK_SECRET", ""),
+            named_secret=e.get("PDFBATCH_NAMED_SECRET", ""),
+            named_keys=e.get("PDFBATCH_NAMED_KEYS", ""),
             callback_allow=e.get("PDFBATCH_CALLBACK_ALLOW", ""),
             callback_allow_http=_bool(e, "PDFBATCH_CALLBACK_ALLOW_HTTP"),
             callback_attempts=max(1, _int(e, "PDFBATCH_CALLBACK_ATTEMPTS", 8)),
@@ -193,6 +199,7 @@ class Settings:
         redis_url: str | None = None,
         api_key: str | None = None,
         callback_key: str | None = None,
+        named_keys: str | None = None,
     ) -> Settings:
         """These settings completed with the values read from their secrets (None: not read).
 
@@ -210,6 +217,8 @@ class Settings:
             changes["api_key"] = api_key
         if callback_key is not None:
             changes["callback_key"] = callback_key
+        if named_keys is not None:
+            changes["named_keys"] = named_keys
         return replace(self, **changes) if changes else self
 
     def pdf_url(self, key: str) -> str:

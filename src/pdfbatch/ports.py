@@ -380,6 +380,13 @@ class Ledger(Protocol):
         ``limit``; only ``tenant``'s batches when one is given (by_sha: no scan of the ledger)."""
         ...
 
+    def files_of_user(
+        self, user_id: str, named: Sequence[bytes], tenant: str | None = None, limit: int = 100
+    ) -> list[TracedFile]:
+        """Every entry recorded with ``user_id`` (linked, already linked) or that recorded one of the
+        keyed hashes ``named`` (it named the user, linking nobody), ordered as files_by_sha."""
+        ...
+
 
 class Progress(Protocol):
     """Live progress counters in Redis."""

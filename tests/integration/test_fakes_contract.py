@@ -373,6 +373,26 @@ def lookups_script(side: LedgerSide, run: str) -> Transcript:
     call("trace other", ledger.files_by_sha, digest, other)
     call("trace limited", ledger.files_by_sha, digest, None, 2)
     call("trace nothing", ledger.files_by_sha, "0" * 64, tenant)
+
+    # a person traced: linked (user_id), and named without linking (keyed hashes in pdfbatch_named)
+    user, hashed = (
+        f"u-{run}",
+        (hashlib.sha256(b"k1" + run.encode()).digest(), hashlib.sha256(b"k2" + run.encode()).digest()),
+    )
+    ledger.add_entries(ids[3], [NewEntry(i, f"g{i}.pdf", "pdf", 10) for i in range(4)])
+    ledger.record(ids[3], 0, FileResult("skipped_already_exists", "already_linked", user_id=user, page=1))
+    ledger.record(ids[3], 1, FileResult("skipped_no_match", "ambiguous", users_named=2, page=3, named=hashed))
+    ledger.record(ids[3], 2, FileResult("skipped_no_match", "ambiguous", users_named=2, named=hashed[1:]))
+    ledger.record(ids[3], 2, FileResult("skipped_no_match", "no_user", named=hashed[:1]))  # recorded already
+    ledger.record(ids[2], 1, FileResult("skipped_no_match", "ambiguous", users_named=2, named=hashed[:1]))
+    call("user", ledger.files_of_user, user, list(hashed))
+    call("user, first key only", ledger.files_of_user, user, list(hashed[:1]))
+    call("user, no keys", ledger.files_of_user, user, [])
+    call("user of tenant", ledger.files_of_user, user, list(hashed), tenant)
+    call("user of other", ledger.files_of_user, user, list(hashed), other)
+    call("user limited", ledger.files_of_user, user, list(hashed), None, 1)
+    call("reopen", ledger.reopen_file, ids[3], 1, "skipped_no_match", "ambiguous")
+    call("user after reopen", ledger.files_of_user, user, list(hashed))
     return call.out
 
 

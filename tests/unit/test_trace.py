@@ -9,10 +9,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from fakes import FakeClock, FakeLedger
 from fixtures import pdfs
@@ -21,7 +23,11 @@ from fixtures.openapi import check_response
 from fixtures.pipeline import drain, upload
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import tenants
-from pdfbatch.services import Deps, staging
+from pdfbatch.model import FileResult
+from pdfbatch.named import ring
+from pdfbatch.ports import NewEntry
+from pdfbatch.services import Deps, staging, views
+from pdfbatch.tenants import Caller
 
 resume = functools.cache(pdfs.resume_pdf)
 # Page 1 names nobody; page 2 names Jane and Bob: ambiguous on page 2.
@@ -210,3 +216,224 @@ def test_another_tenants_document_answers_exactly_as_an_unknown_one(
 @pytest.mark.parametrize("query", [{}, {"sha256": "abc"}, {"sha256": "g" * 64}, {"sha256": "a" * 65}])
 def test_a_trace_needs_a_sha256(deps: Deps, status: Any, query: dict[str, str]) -> None:
     assert call(status, "/files", query)[0] == 400
+
+
+def user_files(status: Any, user: str, key: str = TEST_API_KEY) -> tuple[int, Any]:
+    from urllib.parse import quote
+
+    return call(status, f"/users/{quote(user, safe='@')}/files", None, key)
+
+
+def test_a_person_is_traced_to_the_pdf_linked_to_them_and_every_file_that_named_them(
+    deps: Deps, clock: FakeClock, status: Any
+) -> None:
+    # GIVEN the story: Jane linked in acme's first batch; her résumé again, and a letter naming Jane
+    # and Bob (ambiguous: nobody linked) in acme's second; her résumé in globex's batch
+    s = story(deps, clock, status)
+    # WHEN acme traces Jane, by id and by email
+    code, body = user_files(status, s.jane, s.acme)
+    # THEN it sees, newest batch first, the two files that named her without linking her, then the link
+    assert code == 200 and body["more"] is False
+    got = [(f["batchId"], f["name"], f["relation"], f["reason"]) for f in body["files"]]
+    assert got == [
+        (s.acme_batches[1], "again.pdf", "already_linked", "already_linked"),
+        (s.acme_batches[1], "letter.pdf", "named", "ambiguous"),
+        (s.acme_batches[0], "jane.pdf", "linked", "matched"),
+    ]
+    letter = body["files"][1]
+    assert (letter["page"], letter["usersNamed"], letter["userId"]) == (2, 2, None)
+    assert user_files(status, "jane@example.com", s.acme) == (code, body)
+    # AND Bob, whom only the letter named, is found through it
+    assert [f["name"] for f in user_files(status, s.bob, s.acme)[1]["files"]] == ["letter.pdf"]
+    # AND globex sees only its own batch of Jane's, and of Bob nothing: the answer for nobody at all
+    assert [f["name"] for f in user_files(status, s.jane, s.globex)[1]["files"]] == ["cv/jane-copy.pdf"]
+    nobody = user_files(status, "999999", s.globex)
+    assert (
+        user_files(status, s.bob, s.globex)
+        == nobody
+        == (404, {"error": "not_found", "message": "no such user"})
+    )
+    assert user_files(status, "bob@example.com", s.globex) == user_files(status, "no@example.com", s.globex)
+
+
+def test_the_ledger_keeps_whom_a_file_named_only_as_keyed_hashes_and_a_rotation_keeps_them_found(
+    deps: Deps, clock: FakeClock, status: Any
+) -> None:
+    s = story(deps, clock, status)
+    ledger: Any = deps.ledger
+    # The letter's two users are two 32-byte keyed hashes; neither is the id nor a plain hash of it
+    hashes = {h for h, _, _ in ledger.named}
+    assert len(hashes) == 2 and all(len(h) == 32 for h in hashes)
+    for user_id in (s.jane, s.bob):
+        assert user_id.encode() not in hashes and hashlib.sha256(user_id.encode()).digest() not in hashes
+    # WHEN the ring is rotated (a new key first, the old one kept), Bob's letter is still found
+    old = deps.settings.named_keys
+    deps.settings = replace(deps.settings, named_keys=json.dumps(["a-brand-new-key-0123456789", old]))
+    assert [f["name"] for f in user_files(status, s.bob, s.acme)[1]["files"]] == ["letter.pdf"]
+    # AND with the old key dropped, nothing can tell whom the letter named
+    deps.settings = replace(deps.settings, named_keys="a-brand-new-key-0123456789")
+    assert user_files(status, s.bob, s.acme)[0] == 404
+
+
+# --- the tenant property: A can never trace B's documents or users -----------------------------------
+
+OWNERS = ("acme", "globex", None)  # None: the admin's own batches
+CONTENTS = tuple(f"{n:064x}" for n in range(1, 5))
+USERS = ("1", "2", "3")
+
+
+@st.composite
+def ledgers(draw: st.DrawFn) -> list[tuple[str | None, int, str, str | None, tuple[str, ...]]]:
+    """Entries: (batch owner, batch number, content, user linked or found linked, users named unlinked)."""
+    entries = []
+    for _ in range(draw(st.integers(0, 12))):
+        linked = draw(st.none() | st.sampled_from(USERS))
+        named = () if linked else tuple(draw(st.sets(st.sampled_from(USERS), max_size=3)))
+        entries.append(
+            (
+                draw(st.sampled_from(OWNERS)),
+                draw(st.integers(0, 3)),
+                draw(st.sampled_from(CONTENTS)),
+                linked,
+                named,
+            )
+        )
+    return entries
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(entries=ledgers())
+def test_a_tenant_traces_only_its_own_documents_and_users(
+    entries: list[tuple[str | None, int, str, str | None, tuple[str, ...]]],
+) -> None:
+    from fakes import FakeLedger as Ledger
+
+    # GIVEN a ledger of batches of two tenants and the admin, holding the same contents and users
+    clock = FakeClock()
+    ledger = Ledger(clock)
+    keys = ring("property-named-key-0123456789")
+    deps = Deps(
+        settings=replace(_settings(), named_keys="property-named-key-0123456789"),
+        store=None,
+        ledger=ledger,
+        users=ledger,
+        progress=None,
+    )  # type: ignore[arg-type]
+    where: dict[tuple[str, int], str | None] = {}
+    for n, (owner, number, content, linked, named) in enumerate(entries):
+        batch_id = f"{OWNERS.index(owner)}{number:031x}"
+        ledger.create_batch(batch_id, "b", f"uploads/{batch_id}.zip", "api", "PROCESSING", owner)
+        ledger.add_entries(batch_id, [NewEntry(n, f"f{n}.pdf", "pdf", 1)])
+        outcome = ("linked", "matched") if linked else ("skipped_no_match", "ambiguous")
+        result = FileResult(
+            *outcome, user_id=linked, sha256=content, named=tuple(keys.write_hash(u) for u in named)
+        )
+        ledger.record(batch_id, n, result)
+        where[(batch_id, n)] = owner
+        clock.advance(1)
+    for tenant in ("acme", "globex", "initech"):
+        caller = Caller(tenant)
+        # THEN every document it traces is held in its own batches only, and all of those are found
+        for content in CONTENTS:
+            expected = {
+                k for k, (o, _, c, _, _) in zip(where, entries, strict=True) if o == tenant and c == content
+            }
+            assert _traced(views.trace_document, deps, content, caller) == expected
+        # AND every user it traces, likewise: linked to them or naming them, in its own batches only
+        for user in USERS:
+            expected = {
+                k
+                for k, (o, _, _, linked, named) in zip(where, entries, strict=True)
+                if o == tenant and (linked == user or user in named)
+            }
+            assert _traced(views.trace_user, deps, user, caller) == expected
+
+
+def _traced(trace: Any, deps: Deps, what: str, caller: Caller) -> set[tuple[str, int]]:
+    """The (batch, index) a trace answers with; a 404 is the empty set."""
+    from pdfbatch.errors import NotFound
+
+    try:
+        body = trace(deps, what, caller=caller)
+    except NotFound as exc:
+        assert str(exc) in ("no such document", "no such user")
+        return set()
+    return {(f["batchId"], f["index"]) for f in body["files"]}
+
+
+def _settings() -> Any:
+    from pdfbatch.config import Settings
+
+    return Settings(bucket="b")
+
+
+# --- evidence: the deciding region, as a person sees it ---------------------------------------------
+
+
+def _expires_in(link: str) -> float:
+    """Seconds a presigned GET stays valid (SigV4's X-Amz-Expires, or SigV2's absolute Expires)."""
+    import time
+    from urllib.parse import parse_qs, urlparse
+
+    query = parse_qs(urlparse(link).query)
+    if "X-Amz-Expires" in query:
+        return float(query["X-Amz-Expires"][0])
+    return float(query["Expires"][0]) - time.time()
+
+
+def _ocr(png: bytes) -> str:
+    """What Tesseract reads on a PNG Pillow decodes: readers independent of pdfium and of our encoder."""
+    import io
+
+    from PIL import Image
+
+    from pdfbatch.ocr.engine import Raster, Tesseract
+
+    image = Image.open(io.BytesIO(png))
+    assert image.format == "PNG" and image.mode == "L"
+    # Tesseract reads small print best at >= 200 dpi: the evidence is 144 dpi, scaled up as a viewer would.
+    big = image.resize((image.width * 2, image.height * 2))
+    engine = Tesseract()
+    engine.load()
+    return engine.read(Raster(big.width, big.height, big.width, big.tobytes(), 288)).replace(" ", "")
+
+
+def test_linked_and_ambiguous_files_keep_a_render_of_what_decided_linked_from_every_answer(
+    deps: Deps, clock: FakeClock, status: Any
+) -> None:
+    # GIVEN the story's batches processed
+    s = story(deps, clock, status)
+    client: Any = deps.store.client  # type: ignore[attr-defined]
+    _, body = user_files(status, s.jane, s.acme)
+    by_name = {f["name"]: f for f in body["files"]}
+    # THEN the linked résumé, the one found already linked and the ambiguous letter each link a PNG
+    # under their batch's report prefix, where Jane's address (and Bob's, on the letter) can be read
+    for name, addresses in (
+        ("jane.pdf", ["jane@example.com"]),
+        ("again.pdf", ["jane@example.com"]),
+        ("letter.pdf", ["jane@example.com", "bob@example.com"]),
+    ):
+        link = by_name[name]["evidence"]
+        assert link and 290 < _expires_in(link) <= 300, name
+        key = f"reports/{by_name[name]['batchId']}/evidence/{by_name[name]['index']:07d}.png"
+        assert f"/{key}?" in link
+        png = client.get_object(Bucket=deps.settings.bucket, Key=key)["Body"].read()
+        assert len(png) < 20_000
+        text = _ocr(png)
+        for address in addresses:
+            assert address in text, (name, text)
+    # AND the batch's own file list links the same evidence
+    linked = by_name["jane.pdf"]
+    _, page = call(status, f"/batches/{linked['batchId']}/files", None, s.acme)
+    assert page["items"][0]["evidence"] is not None
+
+
+def test_a_file_that_named_nobody_has_no_evidence(deps: Deps, clock: FakeClock, status: Any) -> None:
+    raw = status.handler(api_event("POST", "/batches"), Context())
+    created = json.loads(raw["body"])
+    staging.stage_zip(
+        deps, upload(deps, make_zip([("none.pdf", pdfs.text_pdf(["nobody here"]))]), key=created["key"])
+    )
+    drain(deps)
+    _, page = call(status, f"/batches/{created['batchId']}/files")
+    assert [(f["reason"], f["evidence"], f["page"]) for f in page["items"]] == [("no_email", None, None)]

@@ -79,7 +79,8 @@ SCHEMA = (
       decided_page INT NULL,
       PRIMARY KEY (batch_id, entry_index),
       KEY by_sha (sha256),
-      KEY by_lane (batch_id, source, outcome)
+      KEY by_lane (batch_id, source, outcome),
+      KEY by_user (user_id(64))
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
     """,
     # S3 upload (bucket, key, sequencer or version) -> the batch its first notification claimed; a batch
@@ -90,6 +91,16 @@ SCHEMA = (
       batch_id CHAR(32) NOT NULL,
       created_at DOUBLE NOT NULL,
       UNIQUE KEY by_batch (batch_id)
+    ) ENGINE=InnoDB DEFAULT CHARSET=ascii COLLATE=ascii_bin
+    """,
+    # Issue 25 (pdfbatch.named): the users a file named without linking them, as keyed hashes of their
+    # ids (never the id): found for a given user, never listed for a file.
+    """
+    CREATE TABLE IF NOT EXISTS pdfbatch_named (
+      named_hash BINARY(32) NOT NULL,
+      batch_id CHAR(32) NOT NULL,
+      entry_index INT NOT NULL,
+      PRIMARY KEY (named_hash, batch_id, entry_index)
     ) ENGINE=InnoDB DEFAULT CHARSET=ascii COLLATE=ascii_bin
     """,
     # Issue 13, signed callbacks (adapters/mysql_callbacks.py): a batch's callback URL, and every
@@ -170,6 +181,8 @@ ADDED_INDEXES = (
     # Issue 25: a caller's recent batches, newest first (the admin's across tenants, a tenant's own).
     ("pdfbatch_batches", "by_created", "KEY by_created (created_at)"),
     ("pdfbatch_batches", "by_tenant", "KEY by_tenant (tenant, created_at)"),
+    # A trace by user: the entries linked (or found already linked) to a user id.
+    ("pdfbatch_files", "by_user", "KEY by_user (user_id(64))"),
 )
 # entry_name is TEXT: 65,535 bytes. A 65,535-byte name decoded as cp437 can take three times that in
 # UTF-8 (INSERT IGNORE would cut it anywhere, silently), so the shown name is cut to fit with an
@@ -786,6 +799,8 @@ class MysqlLedger:
                 "WHERE f.batch_id = %s AND f.entry_index = %s AND f.outcome IS NULL",
                 (*self._record_values(result), batch_id, index),
             )
+            if cur.rowcount == 1 and result.named:
+                _insert_named(cur, batch_id, index, result.named)
             cur.execute(_SELECT_FILE, (batch_id, index))
             row = cur.fetchone()
         if row is None:
@@ -897,6 +912,30 @@ class MysqlLedger:
             rows = cur.fetchall()
         return [_traced(r) for r in rows]
 
+    def files_of_user(
+        self, user_id: str, named: Sequence[bytes], tenant: str | None = None, limit: int = 100
+    ) -> list[TracedFile]:
+        """Entries of a user: by_user for the linked ones, pdfbatch_named's key for those naming them."""
+        owner = " AND b.tenant = %s" if tenant is not None else ""
+        by_tenant: list[Any] = [tenant] if tenant is not None else []
+        parts = [f"({_TRACE_SELECT}WHERE f.user_id = %s{owner})"]
+        args: list[Any] = [user_id, *by_tenant]
+        if named:
+            parts.append(
+                f"({_TRACE_SELECT}JOIN pdfbatch_named AS n ON n.batch_id = f.batch_id "
+                f"AND n.entry_index = f.entry_index WHERE n.named_hash IN "
+                f"({', '.join(['%s'] * len(named))}){owner})"
+            )
+            args += [*named, *by_tenant]
+        sql = (
+            f"SELECT * FROM ({' UNION '.join(parts)}) AS t "
+            "ORDER BY t.b_created_at DESC, t.batch_id DESC, t.entry_index LIMIT %s"
+        )
+        with self.client.cursor() as cur:
+            cur.execute(sql, [*args, int(limit)])
+            rows = cur.fetchall()
+        return [_traced(r) for r in rows]
+
     def set_timings(self, batch_id: str, index: int, timings: Mapping[str, float]) -> None:
         """Replace the timings of a recorded entry."""
         with self.client.cursor() as cur:
@@ -950,7 +989,12 @@ class MysqlLedger:
                 "AND outcome = %s AND reason = %s",
                 (batch_id, index, outcome, reason),
             )
-            return bool(cur.rowcount == 1)
+            reopened = bool(cur.rowcount == 1)
+            if reopened:  # its next reading records whom it names then
+                cur.execute(
+                    "DELETE FROM pdfbatch_named WHERE batch_id = %s AND entry_index = %s", (batch_id, index)
+                )
+            return reopened
 
 
 # What record() and link() write to a file's row (f: pdfbatch_files), in _record_values' order.
@@ -960,6 +1004,14 @@ _RECORD_SET = (
     # A file handed to the OCR lane stays "ocr" whoever records it (ocr_pdf, or give_up after it).
     "f.source = COALESCE(f.source, %s), f.decided_page = %s"
 )
+
+
+def _insert_named(cur: Any, batch_id: str, index: int, named: Sequence[bytes]) -> None:
+    """Record the keyed hashes of the users an entry named (INSERT IGNORE: a re-run names them again)."""
+    cur.executemany(
+        "INSERT IGNORE INTO pdfbatch_named (named_hash, batch_id, entry_index) VALUES (%s, %s, %s)",
+        [(h, batch_id, index) for h in dict.fromkeys(named)],
+    )
 
 
 def _quote_table(name: str) -> str:

@@ -262,13 +262,26 @@ def list_files(
     rows = rows[:limit]
     return {
         "batchId": batch_id,
-        "items": [file_item(r) for r in rows],
+        "items": [file_item(r, evidence_link(deps, r)) for r in rows],
         "nextCursor": str(rows[-1].index) if more and rows else None,
     }
 
 
-def file_item(row: FileRow) -> dict[str, Any]:
-    """One file as the API shows it."""
+EVIDENCE_URL_EXPIRES_SECONDS = 300
+
+
+def evidence_link(deps: Deps, row: FileRow) -> str | None:
+    """A presigned GET (300 s) of the file's evidence (pdfbatch.evidence), or None when it has none."""
+    if not row.timings.get("evidence_bytes"):
+        return None
+    from pdfbatch import evidence
+
+    key = evidence.key(row.batch_id, row.index)
+    return deps.store.presigned_get(deps.settings.bucket, key, EVIDENCE_URL_EXPIRES_SECONDS)
+
+
+def file_item(row: FileRow, evidence: str | None = None) -> dict[str, Any]:
+    """One file as the API shows it (``evidence``: the presigned link of its evidence, if any)."""
     return {
         "index": row.index,
         "name": row.name,
@@ -286,6 +299,7 @@ def file_item(row: FileRow) -> dict[str, Any]:
         "timings": {k: round(v, 4) for k, v in row.timings.items()} if row.timings else {},
         "source": delivery.source_of(row),
         "page": row.page,
+        "evidence": evidence,
     }
 
 
@@ -329,18 +343,9 @@ def recent_batches(
     ``until`` taking in that whole day. Counts are the summary of a final batch, the live counters of a
     running one (null once they expired: ``pdfbatch status`` rebuilds them).
     """
-    if status is not None and status not in _STATUSES:
-        raise InvalidInput(f"status must be one of {', '.join(sorted(_STATUSES))}")
-    if tenant is not None and not tenant:
-        raise InvalidInput("tenant must not be empty")
+    before, window = list_query(tenant=tenant, status=status, since=since, until=until, cursor=cursor)
     owner = caller.tenant if not caller.is_admin else tenant
     limit = max(1, min(int(limit), 100))
-    before: tuple[float, str] | None = None
-    if cursor is not None:
-        match = _BATCH_CURSOR.fullmatch(cursor)
-        if match is None:
-            raise InvalidInput("bad cursor")
-        before = (float(match.group(1)), match.group(2))
     if not caller.is_admin and tenant is not None and tenant != caller.tenant:
         rows: list[BatchRow] = []  # another tenant's batches: none, whether it has any or not
     else:
@@ -349,8 +354,8 @@ def recent_batches(
             limit=limit + 1,
             before=before,
             status=status,
-            since=_instant(since, "since"),
-            until=_instant(until, "until", end_of_day=True),
+            since=window[0],
+            until=window[1],
         )
     more = len(rows) > limit
     rows = rows[:limit]
@@ -359,6 +364,28 @@ def recent_batches(
         "batches": [batch_item(deps, b, admin=caller.is_admin) for b in rows],
         "nextCursor": f"{last.created_at!r}~{last.batch_id}" if more and last else None,
     }
+
+
+def list_query(
+    *,
+    tenant: str | None = None,
+    status: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    cursor: str | None = None,
+) -> tuple[tuple[float, str] | None, tuple[float | None, float | None]]:
+    """The recent-batches parameters checked (InvalidInput on any bad one): (cursor, (since, until))."""
+    if status is not None and status not in _STATUSES:
+        raise InvalidInput(f"status must be one of {', '.join(sorted(_STATUSES))}")
+    if tenant is not None and not tenant:
+        raise InvalidInput("tenant must not be empty")
+    before: tuple[float, str] | None = None
+    if cursor is not None:
+        match = _BATCH_CURSOR.fullmatch(cursor)
+        if match is None:
+            raise InvalidInput("bad cursor")
+        before = (float(match.group(1)), match.group(2))
+    return before, (_instant(since, "since"), _instant(until, "until", end_of_day=True))
 
 
 def _instant(value: str | None, name: str, *, end_of_day: bool = False) -> float | None:
@@ -423,12 +450,64 @@ def trace_document(deps: Deps, sha256: str, *, caller: Caller) -> dict[str, Any]
         raise NotFound("no such document")
     return {
         "sha256": sha256,
-        "files": [traced_item(t) for t in found[:TRACE_LIMIT]],
+        "files": [traced_item(deps, t) for t in found[:TRACE_LIMIT]],
         "more": len(found) > TRACE_LIMIT,
     }
 
 
-def traced_item(traced: TracedFile) -> dict[str, Any]:
+def trace_user(deps: Deps, user: str, *, caller: Caller) -> dict[str, Any]:
+    """GET /users/{id}/files: the PDF linked to a user and every file that named them without linking
+    them (ambiguous: ``relation`` "named"; their PDF was on file already: "already_linked"), newest
+    batch first, at most 100.
+
+    ``user`` is a user id, or an email address (it has an "@"): the users with that address (two rows
+    may share one), else the id as given. A tenant sees only its own batches' files; a user none of
+    them names is NotFound("no such user"), whether the user exists or not.
+    """
+    from pdfbatch.errors import DependencyUnavailable, UsersTableError
+    from pdfbatch.named import ring
+
+    if not user or len(user) > 1024:
+        raise InvalidInput("a user id is 1 to 1024 characters")
+    ids = [user]
+    if "@" in user:
+        try:
+            ids = sorted({row.id for row in deps.users.find_by_emails([user])}) or [user]
+        except UsersTableError as exc:
+            raise DependencyUnavailable("the users table", "UsersTableError") from exc
+    keys = ring(deps.settings.named_keys)
+    found: dict[tuple[str, int], tuple[str, TracedFile]] = {}
+    for user_id in ids:
+        named = keys.read_hashes(user_id) if keys else []
+        for traced in deps.ledger.files_of_user(user_id, named, caller.tenant, TRACE_LIMIT + 1):
+            found.setdefault((traced.file.batch_id, traced.file.index), (user_id, traced))
+    if not found:
+        raise NotFound("no such user")
+    ordered = sorted(
+        found.values(),
+        key=lambda u: (-u[1].batch_created_at, _descending(u[1].file.batch_id), u[1].file.index),
+    )
+    return {
+        "files": [
+            {**traced_item(deps, t), "relation": _relation(t.file, user_id)}
+            for user_id, t in ordered[:TRACE_LIMIT]
+        ],
+        "more": len(ordered) > TRACE_LIMIT,
+    }
+
+
+def _relation(row: FileRow, user_id: str) -> str:
+    """How a traced file relates to the user: linked to them, their PDF already on file, or named them."""
+    if row.user_id == user_id:
+        return "linked" if row.outcome == "linked" else "already_linked"
+    return "named"
+
+
+def _descending(text: str) -> tuple[int, ...]:
+    return tuple(-ord(c) for c in text)
+
+
+def traced_item(deps: Deps, traced: TracedFile) -> dict[str, Any]:
     """One traced entry: the file as GET /batches/{id}/files shows it, and its batch."""
     row = traced.file
     return {
@@ -436,7 +515,7 @@ def traced_item(traced: TracedFile) -> dict[str, Any]:
         "batchStatus": traced.batch_status,
         "batchCreatedAt": iso(traced.batch_created_at),
         "upload": traced.upload,
-        **file_item(row),
+        **file_item(row, evidence_link(deps, row)),
         "createdAt": iso(row.created_at),
     }
 
