@@ -128,7 +128,7 @@ class ApiClient:
         """GET /users/{id}/files: the PDF linked to a user (by id, or by email) and the files naming them."""
         from urllib.parse import quote
 
-        return dict(self.request("GET", f"users/{quote(user, safe='')}/files")[2])
+        return dict(self.request("GET", f"users/{quote(user, safe='@')}/files")[2])
 
     def wait(
         self,
