@@ -100,7 +100,10 @@ def test_a_batch_then_each_question_answered_by_the_cli_the_api_and_the_page(
         page.set_input_files("#find-file", [])
         page.fill("#find-user", bob)
         page.click("#find-go")
-        page.wait_for_selector("#find-note:has-text('1 entry')", timeout=WAIT_MS)
+        try:
+            page.wait_for_selector(f"#find-note:has-text('user {bob}: 1 entry')", timeout=60_000)
+        except Exception as exc:
+            raise AssertionError(f"the page said: {page.text_content('#find-note')!r}") from exc
         assert page.text_content(f"#found-rows tr[data-batch='{batch_id}'] td:nth-child(3)") == "letter.pdf"
         page.fill("#find-user", f"nobody.{run}@example.com")
         page.click("#find-go")
