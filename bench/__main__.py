@@ -38,6 +38,7 @@ class Sizes:
     # Section 2's idle start: long enough for LocalStack's empty-poll backoff to reach its 10 s ceiling
     # (1, 2, 4, 8 s...) without the executor's idle long poll.
     idle_seconds: float = 20.0
+    trace: tuple[int, int] = (1_000_000, 200)  # section 12: ledger rows, lookups per kind
 
 
 QUICK = Sizes(
@@ -54,6 +55,7 @@ QUICK = Sizes(
     ocr_scans=2,
     lane=(20, 1, 6),
     idle_seconds=2.0,
+    trace=(20_000, 20),
 )
 
 
@@ -84,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny corpora: checks the bench runs, not speed")
     parser.add_argument(
-        "--sections", default="1,2,3,4,5,6,7,8,9,10,11", help="comma-separated section numbers"
+        "--sections", default="1,2,3,4,5,6,7,8,9,10,11,12", help="comma-separated section numbers"
     )
     parser.add_argument("--out", type=Path, default=None, help="where to write the table (markdown)")
     args = parser.parse_args(argv)
@@ -107,6 +109,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             ),
         )
         bench.section("1 matching", lambda: bench.rows.extend(matching.run(sizes.extract_resumes)))
+    if "12" in sections:
+        from bench import trace
+
+        bench.section("12 trace", lambda: bench.rows.extend(trace.run(*sizes.trace, log=log)))
     if "8" in sections:
         from bench import coldstart
 

@@ -26,6 +26,7 @@ from pdfbatch.ports import (
     NewEntry,
     SigningIds,
     TenantKey,
+    TracedFile,
     UserRow,
 )
 
@@ -55,6 +56,7 @@ class FakeLedger:
         self.batches: dict[str, BatchRow] = {}
         self.uploads: dict[str, str] = {}
         self.files: dict[tuple[str, int], FileRow] = {}
+        self.named: set[tuple[bytes, str, int]] = set()  # pdfbatch_named: (keyed hash, batch, index)
         self.users: dict[str, UserRow] = {}  # by id, as stored: email as inserted, pdf_url may be ""
         self.email_charset: str | None = "utf8mb4"  # the email column's character set (None: binary)
         # Set to the UsersTableError the adapter raises for a misconfigured table (every users query).
@@ -199,6 +201,29 @@ class FakeLedger:
                 if b.object_key == key and (tenant is None or b.tenant == tenant)
             ]
         return sorted(rows, key=lambda b: b.created_at, reverse=True)[:100]
+
+    def recent_batches(
+        self,
+        tenant: str | None = None,
+        *,
+        limit: int = 20,
+        before: tuple[float, str] | None = None,
+        status: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+    ) -> list[BatchRow]:
+        """Batches newest first (created_at, then batch_id), a page after ``before``."""
+        with self._lock:
+            rows = [
+                b
+                for b in self.batches.values()
+                if (tenant is None or b.tenant == tenant)
+                and (status is None or b.status == status)
+                and (since is None or b.created_at >= since)
+                and (until is None or b.created_at < until)
+                and (before is None or (b.created_at, b.batch_id) < before)
+            ]
+        return sorted(rows, key=lambda b: (b.created_at, b.batch_id), reverse=True)[:limit]
 
     def _update_batch(self, batch_id: str, **changes: Any) -> None:
         if batch_id in self.batches:  # UPDATE ... WHERE batch_id = %s: no row, no change
@@ -360,7 +385,9 @@ class FakeLedger:
             finished_at=self._clock(),
             users_named=result.users_named,
             source=row.source or result.source,
+            page=result.page,
         )
+        self.named.update((h, batch_id, index) for h in result.named)
         return True
 
     def record(self, batch_id: str, index: int, result: FileResult) -> FileRow:
@@ -443,6 +470,32 @@ class FakeLedger:
                 if r.sha256 in wanted and r.outcome == "linked" and r.final_key is not None
             }
 
+    def files_by_sha(self, sha256: str, tenant: str | None = None, limit: int = 100) -> list[TracedFile]:
+        """Entries of this content, newest batch first, then in entry order."""
+        with self._lock:
+            rows = [r for r in self.files.values() if r.sha256 == sha256]
+            return self._traced(rows, tenant, limit)
+
+    def files_of_user(
+        self, user_id: str, named: Sequence[bytes], tenant: str | None = None, limit: int = 100
+    ) -> list[TracedFile]:
+        """Entries recorded with ``user_id``, and those that recorded one of the hashes ``named``."""
+        wanted = set(named)
+        with self._lock:
+            keys = {(b, i) for h, b, i in self.named if h in wanted}
+            rows = [r for k, r in self.files.items() if r.user_id == user_id or k in keys]
+            return self._traced(rows, tenant, limit)
+
+    def _traced(self, rows: Iterable[FileRow], tenant: str | None, limit: int) -> list[TracedFile]:
+        """The rows with their batches (JOIN), of ``tenant`` only when given, as the trace orders them."""
+        found = []
+        for r in rows:
+            b = self.batches.get(r.batch_id)
+            if b is not None and (tenant is None or b.tenant == tenant):
+                found.append(TracedFile(r, b.created_at, b.object_key, b.tenant, b.status))
+        found.sort(key=lambda t: (-t.batch_created_at, _desc(t.file.batch_id), t.file.index))
+        return found[:limit]
+
     def set_timings(self, batch_id: str, index: int, timings: Mapping[str, float]) -> None:
         """Replace the timings of a recorded entry."""
         with self._lock:
@@ -485,7 +538,9 @@ class FakeLedger:
                 timings={},
                 finished_at=None,
                 users_named=None,
+                page=None,
             )
+            self.named = {n for n in self.named if n[1:] != (batch_id, index)}
             return True
 
     def mark_lane(self, batch_id: str, index: int, lane: str) -> None:
@@ -649,6 +704,11 @@ class FakeProgress:
             if later_id not in later:
                 h["laterUploads"] = ",".join([*later, later_id])
             return True
+
+
+def _desc(text: str) -> tuple[int, ...]:
+    """A sort key that orders ASCII text descending (ORDER BY ... DESC of a batch id)."""
+    return tuple(-ord(c) for c in text)
 
 
 def _ci(email: str) -> str:

@@ -213,11 +213,18 @@ def create_batch(request: Request, caller: Caller) -> dict[str, Any]:
 
 
 def find_batches(request: Request, caller: Caller) -> dict[str, Any]:
-    """Batches of an object key dropped with the AWS CLI: GET /batches?key=uploads/x.zip."""
-    key = request.text("key") or ""
-    if not key:
-        raise InvalidInput("query parameter 'key' is required")
-    return response(200, views.find_batches(get_deps(), key, caller=caller))
+    """GET /batches?key=uploads/x.zip: the batches of an object key (dropped with the AWS CLI); without
+    ``key``, the caller's recent batches (?status=&since=&until=&tenant=&limit=&cursor=)."""
+    filters = {name: request.text(name) for name in ("tenant", "status", "since", "until", "cursor")}
+    limit = request.number("limit", 20, most=100)
+    key = request.text("key")
+    if key is not None:
+        if not key:
+            raise InvalidInput("query parameter 'key' must not be empty")
+        views.list_query(**filters)  # refused as without a key, though a key's batches ignore them
+        return response(200, views.find_batches(get_deps(), key, caller=caller))
+    body = views.recent_batches(get_deps(), caller=caller, limit=limit, **filters)
+    return response(200, body, JSON, {"Cache-Control": "no-store"})
 
 
 def get_batch(request: Request, caller: Caller, batch_id: str) -> dict[str, Any]:
@@ -242,6 +249,25 @@ def get_files(request: Request, caller: Caller, batch_id: str) -> dict[str, Any]
     return response(200, body)
 
 
+def trace_document(request: Request, caller: Caller) -> dict[str, Any]:
+    """Every batch entry that held exactly this PDF: GET /files?sha256=<hex>."""
+    sha256 = request.text("sha256")
+    if not sha256:
+        raise InvalidInput("query parameter 'sha256' is required")
+    return response(
+        200, views.trace_document(get_deps(), sha256, caller=caller), JSON, {"Cache-Control": "no-store"}
+    )
+
+
+def trace_user(request: Request, caller: Caller, user: str) -> dict[str, Any]:
+    """The PDF linked to a user and the files that named them: GET /users/{id or email}/files."""
+    if not _is_text(user):
+        raise InvalidInput("the user id is not valid UTF-8")
+    return response(
+        200, views.trace_user(get_deps(), user, caller=caller), JSON, {"Cache-Control": "no-store"}
+    )
+
+
 Route = Callable[..., dict[str, Any]]
 # (method, path as the OpenAPI document writes it, handler); a {parameter} is one path segment. Each
 # handler is called with the request, the caller (ADMIN on the public routes) and the path's parameters.
@@ -252,6 +278,8 @@ ROUTES: tuple[tuple[str, str, Route], ...] = (
     ("GET", "/batches", find_batches),
     ("GET", "/batches/{batchId}", get_batch),
     ("GET", "/batches/{batchId}/files", get_files),
+    ("GET", "/files", trace_document),
+    ("GET", "/users/{userId}/files", trace_user),
 )
 
 
@@ -309,8 +337,12 @@ def not_configured(request: Request, exc: Exception) -> dict[str, Any]:
 
 
 def not_found(request: Request, exc: Exception) -> dict[str, Any]:
-    """404 with a JSON error."""
-    return _error(404, "not_found", "no such batch")
+    """404 with a JSON error: what was not found (a batch, a document, a user), never whose it is."""
+    return _error(404, "not_found", _NOT_FOUND.get(str(exc), "no such batch"))
+
+
+# The messages a 404 may carry; anything else (an S3 key, say) is "no such batch".
+_NOT_FOUND = {m: m for m in ("no such batch", "no such document", "no such user")}
 
 
 def invalid(request: Request, exc: Exception) -> dict[str, Any]:

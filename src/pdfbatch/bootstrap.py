@@ -120,6 +120,7 @@ def read_secrets(settings: Settings) -> Settings:
         or settings.api_key_secret
         or settings.callback_secret
         or settings.callback_tenant_root
+        or settings.named_secret
     ):
         return settings
     from aws_lambda_powertools.utilities.parameters.exceptions import (
@@ -145,6 +146,7 @@ def read_secrets(settings: Settings) -> Settings:
         api_key=read(settings.api_key_secret) if settings.api_key_secret else None,
         callback_key=read(settings.callback_secret) if settings.callback_secret else None,
         callback_root_key=read(settings.callback_tenant_root) if settings.callback_tenant_root else None,
+        named_keys=read(settings.named_secret) if settings.named_secret else None,
     )
 
 

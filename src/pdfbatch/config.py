@@ -105,6 +105,10 @@ class Settings:
     # PDFBATCH_CALLBACK_TENANT_ROOT: the root's ARN; each tenant's secret derives from its value
     callback_tenant_root: str = ""
     callback_root_key: str = field(default="", repr=False)  # the root's value (from that secret)
+    # Issue 25 (pdfbatch.named): the key ring of the named users' hashes, a secret's ARN (on AWS) or the
+    # ring itself (PDFBATCH_NAMED_KEYS, local stacks and tests): one key, or a JSON array, first writes.
+    named_secret: str = ""  # PDFBATCH_NAMED_SECRET
+    named_keys: str = field(default="", repr=False)  # PDFBATCH_NAMED_KEYS, or the secret's value
     callback_allow: str = ""  # PDFBATCH_CALLBACK_ALLOW: hosts/CIDRs allowed though private (local tests)
     callback_allow_http: bool = False  # PDFBATCH_CALLBACK_ALLOW_HTTP: http:// too (local deployments only)
     # PDFBATCH_CALLBACK_PORTS: ports besides 443 (and 80 with http) a callback may name ("8443, 9000-9100")
@@ -174,6 +178,8 @@ class Settings:
             match_policy=_choice(e, "PDFBATCH_MATCH_POLICY", MATCH_POLICIES),
             callback_secret=e.get("PDFBATCH_CALLBACK_SECRET", ""),
             callback_tenant_root=e.get("PDFBATCH_CALLBACK_TENANT_ROOT", ""),
+            named_secret=e.get("PDFBATCH_NAMED_SECRET", ""),
+            named_keys=e.get("PDFBATCH_NAMED_KEYS", ""),
             callback_allow=e.get("PDFBATCH_CALLBACK_ALLOW", ""),
             callback_allow_http=_bool(e, "PDFBATCH_CALLBACK_ALLOW_HTTP"),
             callback_ports=_ports(e, "PDFBATCH_CALLBACK_PORTS"),
@@ -205,6 +211,7 @@ class Settings:
         api_key: str | None = None,
         callback_key: str | None = None,
         callback_root_key: str | None = None,
+        named_keys: str | None = None,
     ) -> Settings:
         """These settings completed with the values read from their secrets (None: not read).
 
@@ -224,6 +231,8 @@ class Settings:
             changes["callback_key"] = callback_key
         if callback_root_key is not None:
             changes["callback_root_key"] = callback_root_key
+        if named_keys is not None:
+            changes["named_keys"] = named_keys
         return replace(self, **changes) if changes else self
 
     def pdf_url(self, key: str) -> str:

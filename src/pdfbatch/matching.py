@@ -29,7 +29,7 @@ import enum
 import itertools
 import unicodedata
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, Literal, Protocol, TypeVar, overload
 
 from pdfbatch.model import Reason
@@ -76,6 +76,9 @@ class Decision(Generic[R]):
     users_named: int = 0  # distinct users named on the deciding page (AMBIGUOUS: 2 or more)
     page: int | None = None
     email: str | None = None  # the address that linked (MATCHED only: an ambiguous result names nobody)
+    # AMBIGUOUS: the users the deciding page named, for the ledger's keyed hashes (issue 25: a trace by
+    # user finds the file; the ledger never lists who). Left out of equality: a decision is its verdict.
+    named: tuple[R, ...] = field(default=(), compare=False)
 
 
 @overload
@@ -150,7 +153,7 @@ def _page(
     if len(users) == 1:
         (user,) = users.values()
         return Decision(Reason.MATCHED, user, 1, number, named[0])
-    return Decision(Reason.AMBIGUOUS, None, len(users), number)
+    return Decision(Reason.AMBIGUOUS, None, len(users), number, named=tuple(users.values()))
 
 
 def _over_readings(

@@ -144,6 +144,9 @@ class FileResult:
     detail: dict[str, float] = field(default_factory=dict)
     users_named: int | None = None  # ambiguous: how many users the deciding page named (never who)
     source: str = Lane.TEXT  # the lane that read it (a file handed to the OCR lane keeps "ocr")
+    page: int | None = None  # the page (1-based) that decided: linked, already linked, ambiguous
+    # Keyed hashes (pdfbatch.named) of the users a file that links nobody named: never who.
+    named: tuple[bytes, ...] = ()
 
 
 @dataclass(frozen=True)

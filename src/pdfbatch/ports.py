@@ -66,6 +66,18 @@ class FileRow:
     # The lane that read it: "text", or "ocr" from the moment process_pdf hands it to the OCR lane
     # (outcome still None: waiting for OCR); None while no lane has decided anything about it.
     source: str | None = None
+    page: int | None = None  # the page (1-based) that decided (linked, already linked, ambiguous)
+
+
+@dataclass(frozen=True)
+class TracedFile:
+    """One entry found by a trace (its content or a user it names), with what its batch says of it."""
+
+    file: FileRow
+    batch_created_at: float
+    upload: str  # the batch's object key
+    tenant: str | None
+    batch_status: str
 
 
 @dataclass(frozen=True)
@@ -250,6 +262,21 @@ class Ledger(Protocol):
         """Batches created from an object key, newest first; only ``tenant``'s when one is given."""
         ...
 
+    def recent_batches(
+        self,
+        tenant: str | None = None,
+        *,
+        limit: int = 20,
+        before: tuple[float, str] | None = None,
+        status: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+    ) -> list[BatchRow]:
+        """Batches newest first (created_at, then batch_id, descending), at most ``limit``; only
+        ``tenant``'s when one is given. ``before``: the (created_at, batch_id) of the last row of the
+        previous page; ``status``: only that status; ``since``/``until``: created_at in [since, until)."""
+        ...
+
     def batch_for_upload(self, token: str, candidate_id: str, preferred_id: str | None = None) -> str:
         """The batch an upload token claimed first; else ``preferred_id`` unless another upload claimed
         it, else ``candidate_id``. Each batch is claimed by one upload at most."""
@@ -366,6 +393,18 @@ class Ledger(Protocol):
 
     def linked_keys(self, sha256s: Sequence[str]) -> set[str]:
         """The final keys of linked entries whose content is one of ``sha256s`` (what gc must keep)."""
+        ...
+
+    def files_by_sha(self, sha256: str, tenant: str | None = None, limit: int = 100) -> list[TracedFile]:
+        """Every entry whose content is ``sha256``, newest batch first (then entry order), at most
+        ``limit``; only ``tenant``'s batches when one is given (by_sha: no scan of the ledger)."""
+        ...
+
+    def files_of_user(
+        self, user_id: str, named: Sequence[bytes], tenant: str | None = None, limit: int = 100
+    ) -> list[TracedFile]:
+        """Every entry recorded with ``user_id`` (linked, already linked) or that recorded one of the
+        keyed hashes ``named`` (it named the user, linking nobody), ordered as files_by_sha."""
         ...
 
 

@@ -7,6 +7,7 @@ shows up here, not as a unit test that passes against something production never
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -315,6 +316,97 @@ def test_fake_users_match_mysql_users(real_ledger: LedgerSide) -> None:
 def test_fake_ledger_matches_mysql_ledger(real_ledger: LedgerSide) -> None:
     run = uuid.uuid4().hex
     assert_same(ledger_script(fake_ledger(), run), ledger_script(real_ledger, run))
+
+
+def lookups_script(side: LedgerSide, run: str) -> Transcript:
+    """Issue 25's reads: a tenant's recent batches (pages, filters). The tenant is this run's own, so
+    batches other tests leave in the shared database never show."""
+    call, ledger, tick = Recorder(), side.ledger, side.clock.advance
+    tenant, other = f"t{run[:20]}", f"u{run[:20]}"
+    ids = [f"{i:02d}{run}"[:32] for i in range(6)]
+    for n, batch_id in enumerate(ids):
+        ledger.create_batch(
+            batch_id, "bkt", f"uploads/{batch_id}.zip", "api", "PENDING", other if n == 2 else tenant
+        )
+        if n == 3:
+            tick(0.0)  # two batches at the same instant: batch_id breaks the tie
+        else:
+            tick(1.25)
+    ledger.finish_batch(ids[1], "COMPLETED", {"linked": 1, "processed": 1}, None)
+    call("recent", lambda: [b.batch_id for b in ledger.recent_batches(tenant)])
+    first = ledger.recent_batches(tenant, limit=2)
+    call("page 1", lambda: [b.batch_id for b in first])
+    last = first[-1]
+    call(
+        "page 2",
+        lambda: [
+            b.batch_id
+            for b in ledger.recent_batches(tenant, limit=2, before=(last.created_at, last.batch_id))
+        ],
+    )
+    call("completed", lambda: [b.batch_id for b in ledger.recent_batches(tenant, status="COMPLETED")])
+    start = ledger.get_batch(ids[1])
+    assert start is not None
+    window = (start.created_at, start.created_at + 2.0)
+    call(
+        "window",
+        lambda: [b.batch_id for b in ledger.recent_batches(tenant, since=window[0], until=window[1])],
+    )
+    call("other tenant", lambda: [b.batch_id for b in ledger.recent_batches(other)])
+    call("nobody", ledger.recent_batches, f"n{run[:20]}")
+
+    # a document traced: the same content in three batches of two tenants, and in two entries of one
+    digest, other_digest = (
+        hashlib.sha256(run.encode()).hexdigest(),
+        hashlib.sha256(b"x" + run.encode()).hexdigest(),
+    )
+    for batch_id in ids[:3]:
+        ledger.add_entries(batch_id, [NewEntry(i, f"f{i}.pdf", "pdf", 10) for i in range(3)])
+    for batch_id, index, content in (
+        (ids[0], 1, digest),
+        (ids[1], 0, digest),
+        (ids[1], 2, digest),
+        (ids[2], 0, digest),
+        (ids[0], 0, other_digest),
+    ):
+        page = 1 + index
+        ledger.record(
+            batch_id,
+            index,
+            FileResult("skipped_no_match", "ambiguous", sha256=content, users_named=2, page=page),
+        )
+        tick(0.5)
+    call("trace", ledger.files_by_sha, digest)
+    call("trace tenant", ledger.files_by_sha, digest, tenant)
+    call("trace other", ledger.files_by_sha, digest, other)
+    call("trace limited", ledger.files_by_sha, digest, None, 2)
+    call("trace nothing", ledger.files_by_sha, "0" * 64, tenant)
+
+    # a person traced: linked (user_id), and named without linking (keyed hashes in pdfbatch_named)
+    user, hashed = (
+        f"u-{run}",
+        (hashlib.sha256(b"k1" + run.encode()).digest(), hashlib.sha256(b"k2" + run.encode()).digest()),
+    )
+    ledger.add_entries(ids[3], [NewEntry(i, f"g{i}.pdf", "pdf", 10) for i in range(4)])
+    ledger.record(ids[3], 0, FileResult("skipped_already_exists", "already_linked", user_id=user, page=1))
+    ledger.record(ids[3], 1, FileResult("skipped_no_match", "ambiguous", users_named=2, page=3, named=hashed))
+    ledger.record(ids[3], 2, FileResult("skipped_no_match", "ambiguous", users_named=2, named=hashed[1:]))
+    ledger.record(ids[3], 2, FileResult("skipped_no_match", "no_user", named=hashed[:1]))  # recorded already
+    ledger.record(ids[2], 1, FileResult("skipped_no_match", "ambiguous", users_named=2, named=hashed[:1]))
+    call("user", ledger.files_of_user, user, list(hashed))
+    call("user, first key only", ledger.files_of_user, user, list(hashed[:1]))
+    call("user, no keys", ledger.files_of_user, user, [])
+    call("user of tenant", ledger.files_of_user, user, list(hashed), tenant)
+    call("user of other", ledger.files_of_user, user, list(hashed), other)
+    call("user limited", ledger.files_of_user, user, list(hashed), None, 1)
+    call("reopen", ledger.reopen_file, ids[3], 1, "skipped_no_match", "ambiguous")
+    call("user after reopen", ledger.files_of_user, user, list(hashed))
+    return call.out
+
+
+def test_fake_lookups_match_mysql(real_ledger: LedgerSide) -> None:
+    run = uuid.uuid4().hex
+    assert_same(lookups_script(fake_ledger(), run), lookups_script(real_ledger, run))
 
 
 # ---------------------------------------------------------------------------------------------

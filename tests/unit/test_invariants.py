@@ -423,3 +423,19 @@ def test_a_later_upload_owned_by_someone_else_than_its_links_batch_is_reported(
     # THEN it is reported, naming the link's batch
     result = check(sources, [later.batch_id]).result("owners_match_origin")
     assert result.held is False and result.examples[0]["firstBatch"] == first.batch_id
+
+
+def test_an_evidence_png_gone_from_under_its_row_is_reported(deps: Deps) -> None:
+    # GIVEN a finished batch whose linked files kept their evidence
+    from pdfbatch import evidence
+
+    run = run_batch(deps)
+    kept = keys(deps, f"reports/{run.batch_id}/evidence/")
+    assert kept and verify(deps, run).result("evidence_stored").held is True
+    # WHEN one of them is deleted
+    deps.store.delete(BUCKET, kept[0])
+    report = verify(deps, run)
+    # THEN its row is a breach, by index and key
+    broken_only(report, "evidence_stored")
+    example = report.result("evidence_stored").examples[0]
+    assert example["key"] == kept[0] == evidence.key(run.batch_id, example["index"])

@@ -225,7 +225,7 @@ def test_a_batch_seen_through_the_api_matches_the_openapi_document(deps: Deps, s
 @pytest.mark.parametrize(
     ("method", "path", "query", "code"),
     [
-        ("GET", "/batches", None, 400),
+        ("GET", "/batches", {"status": "DONE"}, 400),
         ("GET", "/batches", {"key": "elsewhere/x.zip"}, 400),
         ("GET", f"/batches/{UNKNOWN}/files", {"limit": "lots"}, 400),
         ("GET", "/batches/not-an-id", None, 404),

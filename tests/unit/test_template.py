@@ -657,6 +657,8 @@ def test_each_role_may_read_exactly_its_secrets(template: dict[str, Any]) -> Non
         expected = {("secretsmanager:GetSecretValue", database), ("secretsmanager:GetSecretValue", redis)}
         if function_id == "StatusFunction":
             expected.add(("secretsmanager:GetSecretValue", "Ref:ApiKeySecret"))
+        if function_id in ("StatusFunction", "ProcessPdfFunction", "OcrPdfFunction"):
+            expected.add(("secretsmanager:GetSecretValue", "Ref:NamedUsersSecret"))
         if function_id == "DeliverCallbacksFunction":
             expected.add(("secretsmanager:GetSecretValue", "Ref:CallbackSecret"))
             expected.add(("secretsmanager:GetSecretValue", "Ref:CallbackTenantRoot"))

@@ -26,7 +26,7 @@ from pdfbatch.config import MysqlParams, UsersTable, parse_mysql_url
 from pdfbatch.errors import DependencyUnavailable, UsersTableError
 from pdfbatch.logs import logger
 from pdfbatch.model import COUNTED_OUTCOMES, FINAL_STATUSES, FileResult
-from pdfbatch.ports import BatchRow, DoneFile, FileRow, NewEntry, UserRow
+from pdfbatch.ports import BatchRow, DoneFile, FileRow, NewEntry, TracedFile, UserRow
 
 SCHEMA = (
     """
@@ -54,7 +54,9 @@ SCHEMA = (
       KEY by_key (key_hash, created_at),
       KEY by_unannounced (announced_at, created_at),
       KEY by_settle_at (announced_at, settle_at, batch_id),
-      KEY by_tenant_status (tenant, status, created_at)
+      KEY by_tenant_status (tenant, status, created_at),
+      KEY by_created (created_at),
+      KEY by_tenant (tenant, created_at)
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
     """,
     """
@@ -77,9 +79,11 @@ SCHEMA = (
       finished_at DOUBLE NULL,
       users_named INT NULL,
       source VARCHAR(8) NULL,
+      decided_page INT NULL,
       PRIMARY KEY (batch_id, entry_index),
       KEY by_sha (sha256),
-      KEY by_lane (batch_id, source, outcome)
+      KEY by_lane (batch_id, source, outcome),
+      KEY by_user (user_id(64))
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin
     """,
     # S3 upload (bucket, key, sequencer or version) -> the batch its first notification claimed; a batch
@@ -90,6 +94,16 @@ SCHEMA = (
       batch_id CHAR(32) NOT NULL,
       created_at DOUBLE NOT NULL,
       UNIQUE KEY by_batch (batch_id)
+    ) ENGINE=InnoDB DEFAULT CHARSET=ascii COLLATE=ascii_bin
+    """,
+    # Issue 25 (pdfbatch.named): the users a file named without linking them, as keyed hashes of their
+    # ids (never the id): found for a given user, never listed for a file.
+    """
+    CREATE TABLE IF NOT EXISTS pdfbatch_named (
+      named_hash BINARY(32) NOT NULL,
+      batch_id CHAR(32) NOT NULL,
+      entry_index INT NOT NULL,
+      PRIMARY KEY (named_hash, batch_id, entry_index)
     ) ENGINE=InnoDB DEFAULT CHARSET=ascii COLLATE=ascii_bin
     """,
     # Issue 13, signed callbacks (adapters/mysql_callbacks.py): a batch's callback URL, and every
@@ -158,6 +172,8 @@ ADDED_COLUMNS = (
     # Issue 24: when the scheduled settle next has something to do with a batch (services/settle.py).
     # NULL on rows from before it: settle sets those to their created_at before it reads (due at once).
     ("pdfbatch_batches", "settle_at", "DOUBLE NULL"),
+    # Issue 25: the page that decided (a trace shows it).
+    ("pdfbatch_files", "decided_page", "INT NULL"),
 )
 # Columns whose type changed: (table, column, definition, the DATA_TYPEs it is converted from).
 # user_id: BIGINT until the users table could have string and UUID ids; MODIFY keeps every stored id
@@ -176,6 +192,11 @@ ADDED_INDEXES = (
     # POST /batches counts a tenant's outstanding empty (PENDING) batches.
     ("pdfbatch_batches", "by_settle_at", "KEY by_settle_at (announced_at, settle_at, batch_id)"),
     ("pdfbatch_batches", "by_tenant_status", "KEY by_tenant_status (tenant, status, created_at)"),
+    # Issue 25: a caller's recent batches, newest first (the admin's across tenants, a tenant's own).
+    ("pdfbatch_batches", "by_created", "KEY by_created (created_at)"),
+    ("pdfbatch_batches", "by_tenant", "KEY by_tenant (tenant, created_at)"),
+    # A trace by user: the entries linked (or found already linked) to a user id.
+    ("pdfbatch_files", "by_user", "KEY by_user (user_id(64))"),
 )
 # entry_name is TEXT: 65,535 bytes. A 65,535-byte name decoded as cp437 can take three times that in
 # UTF-8 (INSERT IGNORE would cut it anywhere, silently), so the shown name is cut to fit with an
@@ -393,7 +414,20 @@ def _file(row: Mapping[str, Any]) -> FileRow:
         users_named=row.get("users_named"),
         name_hex=row.get("name_hex"),
         source=row.get("source"),
+        page=row.get("decided_page"),
     )
+
+
+def _traced(row: Mapping[str, Any]) -> TracedFile:
+    return TracedFile(_file(row), row["b_created_at"], row["b_object_key"], row["b_tenant"], row["b_status"])
+
+
+# A trace's rows: the entry and what its batch says of it, newest batch first.
+_TRACE_SELECT = (
+    "SELECT f.*, b.created_at AS b_created_at, b.object_key AS b_object_key, b.tenant AS b_tenant, "
+    "b.status AS b_status FROM pdfbatch_files AS f JOIN pdfbatch_batches AS b ON b.batch_id = f.batch_id "
+)
+_TRACE_ORDER = " ORDER BY b.created_at DESC, f.batch_id DESC, f.entry_index LIMIT %s"
 
 
 def _fit_name(name: str) -> str:
@@ -605,6 +639,44 @@ class MysqlLedger:
             rows = cur.fetchall()
         return [_batch(r) for r in rows]
 
+    def recent_batches(
+        self,
+        tenant: str | None = None,
+        *,
+        limit: int = 20,
+        before: tuple[float, str] | None = None,
+        status: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+    ) -> list[BatchRow]:
+        """Batches newest first, a page after ``before`` (by_tenant for a tenant, else by_created)."""
+        where: list[str] = []
+        args: list[Any] = []
+        if tenant is not None:
+            where.append("tenant = %s")
+            args.append(tenant)
+        if status is not None:
+            where.append("status = %s")
+            args.append(status)
+        if since is not None:
+            where.append("created_at >= %s")
+            args.append(since)
+        if until is not None:
+            where.append("created_at < %s")
+            args.append(until)
+        if before is not None:
+            where.append("(created_at < %s OR (created_at = %s AND batch_id < %s))")
+            args += [before[0], before[0], before[1]]
+        sql = "SELECT * FROM pdfbatch_batches"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_at DESC, batch_id DESC LIMIT %s"
+        args.append(int(limit))
+        with self.client.cursor() as cur:
+            cur.execute(sql, args)
+            rows = cur.fetchall()
+        return [_batch(r) for r in rows]
+
     def start_batch(
         self, batch_id: str, total_files: int, ignored_files: int, object_version: str | None = None
     ) -> None:
@@ -780,6 +852,7 @@ class MysqlLedger:
             self._clock(),
             result.users_named,
             result.source,
+            result.page,
         )
 
     def record(self, batch_id: str, index: int, result: FileResult) -> FileRow:
@@ -790,6 +863,8 @@ class MysqlLedger:
                 "WHERE f.batch_id = %s AND f.entry_index = %s AND f.outcome IS NULL",
                 (*self._record_values(result), batch_id, index),
             )
+            if cur.rowcount == 1 and result.named:
+                _insert_named(cur, batch_id, index, result.named)
             cur.execute(_SELECT_FILE, (batch_id, index))
             row = cur.fetchone()
         if row is None:
@@ -889,6 +964,42 @@ class MysqlLedger:
                 found.update(str(r["final_key"]) for r in cur.fetchall())
         return found
 
+    def files_by_sha(self, sha256: str, tenant: str | None = None, limit: int = 100) -> list[TracedFile]:
+        """Entries of this content, newest batch first: by_sha, then each one's batch by primary key."""
+        sql = _TRACE_SELECT + "WHERE f.sha256 = %s"
+        args: list[Any] = [sha256]
+        if tenant is not None:
+            sql += " AND b.tenant = %s"
+            args.append(tenant)
+        with self.client.cursor() as cur:
+            cur.execute(sql + _TRACE_ORDER, [*args, int(limit)])
+            rows = cur.fetchall()
+        return [_traced(r) for r in rows]
+
+    def files_of_user(
+        self, user_id: str, named: Sequence[bytes], tenant: str | None = None, limit: int = 100
+    ) -> list[TracedFile]:
+        """Entries of a user: by_user for the linked ones, pdfbatch_named's key for those naming them."""
+        owner = " AND b.tenant = %s" if tenant is not None else ""
+        by_tenant: list[Any] = [tenant] if tenant is not None else []
+        parts = [f"({_TRACE_SELECT}WHERE f.user_id = %s{owner})"]
+        args: list[Any] = [user_id, *by_tenant]
+        if named:
+            parts.append(
+                f"({_TRACE_SELECT}JOIN pdfbatch_named AS n ON n.batch_id = f.batch_id "
+                f"AND n.entry_index = f.entry_index WHERE n.named_hash IN "
+                f"({', '.join(['%s'] * len(named))}){owner})"
+            )
+            args += [*named, *by_tenant]
+        sql = (
+            f"SELECT * FROM ({' UNION '.join(parts)}) AS t "
+            "ORDER BY t.b_created_at DESC, t.batch_id DESC, t.entry_index LIMIT %s"
+        )
+        with self.client.cursor() as cur:
+            cur.execute(sql, [*args, int(limit)])
+            rows = cur.fetchall()
+        return [_traced(r) for r in rows]
+
     def set_timings(self, batch_id: str, index: int, timings: Mapping[str, float]) -> None:
         """Replace the timings of a recorded entry."""
         with self.client.cursor() as cur:
@@ -938,12 +1049,17 @@ class MysqlLedger:
         with self.client.cursor() as cur:
             cur.execute(
                 "UPDATE pdfbatch_files SET outcome = NULL, reason = NULL, user_id = NULL, final_key = NULL, "
-                "timings = NULL, finished_at = NULL, users_named = NULL "
+                "timings = NULL, finished_at = NULL, users_named = NULL, decided_page = NULL "
                 "WHERE batch_id = %s AND entry_index = %s AND kind = 'pdf' AND outcome <> 'linked' "
                 "AND outcome = %s AND reason = %s",
                 (batch_id, index, outcome, reason),
             )
-            return bool(cur.rowcount == 1)
+            reopened = bool(cur.rowcount == 1)
+            if reopened:  # its next reading records whom it names then
+                cur.execute(
+                    "DELETE FROM pdfbatch_named WHERE batch_id = %s AND entry_index = %s", (batch_id, index)
+                )
+            return reopened
 
 
 # What record() and link() write to a file's row (f: pdfbatch_files), in _record_values' order.
@@ -951,8 +1067,16 @@ _RECORD_SET = (
     "f.outcome = %s, f.reason = %s, f.user_id = %s, f.final_key = %s, f.sha256 = COALESCE(%s, f.sha256), "
     "f.timings = %s, f.finished_at = %s, f.users_named = %s, "
     # A file handed to the OCR lane stays "ocr" whoever records it (ocr_pdf, or give_up after it).
-    "f.source = COALESCE(f.source, %s)"
+    "f.source = COALESCE(f.source, %s), f.decided_page = %s"
 )
+
+
+def _insert_named(cur: Any, batch_id: str, index: int, named: Sequence[bytes]) -> None:
+    """Record the keyed hashes of the users an entry named (INSERT IGNORE: a re-run names them again)."""
+    cur.executemany(
+        "INSERT IGNORE INTO pdfbatch_named (named_hash, batch_id, entry_index) VALUES (%s, %s, %s)",
+        [(h, batch_id, index) for h in dict.fromkeys(named)],
+    )
 
 
 def _quote_table(name: str) -> str:

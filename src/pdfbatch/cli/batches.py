@@ -1,4 +1,4 @@
-"""`pdfbatch upload|status|files|find`: batches through the REST API, as an uploader sees them."""
+"""`pdfbatch upload|status|files|find|list`: batches through the REST API, as an uploader sees them."""
 
 from __future__ import annotations
 
@@ -237,4 +237,38 @@ def find_cmd(args: argparse.Namespace) -> int:
     else:
         for b in batches:
             print(printable(f"{b['batchId']}  {b['status']:<10}  {b['createdAt']}  {b['source']}"))
+    return EXIT_OK
+
+
+def list_cmd(args: argparse.Namespace) -> int:
+    """The caller's recent batches, newest first (GET /batches without a key)."""
+    from rich.table import Table
+
+    from pdfbatch.ops.api import ApiError
+
+    filters = {"status": args.status, "since": args.since, "until": args.until, "tenant": args.tenant}
+    try:
+        batches = list(api_client().recent(limit=args.limit, **filters))
+    except ApiError as exc:
+        raise CliError(str(exc), EXIT_USAGE if exc.status == 400 else EXIT_UNAVAILABLE) from exc
+    if args.json:
+        print(json.dumps(batches, indent=2))
+        return EXIT_OK
+    table = Table()
+    for col in ("batch", "status", "created", "upload", "files", "linked", "not linked", "failed"):
+        table.add_column(col)
+    for b in batches:
+        counts = b.get("counts") or {}
+        not_linked = (counts.get("skipped_no_match") or 0) + (counts.get("skipped_already_exists") or 0)
+        table.add_row(
+            shown(b["batchId"]),
+            shown(b["status"]) + (f" ({shown(b['reasonText'])})" if b.get("reasonText") else ""),
+            shown(b["createdAt"]),
+            shown(b["upload"]),
+            shown(b["totalFiles"] if b["totalFiles"] is not None else "?"),
+            shown(counts.get("linked", "?")),
+            shown(not_linked if counts else "?"),
+            shown(counts.get("failed", "?")),
+        )
+    stderr_console().print(table)
     return EXIT_OK

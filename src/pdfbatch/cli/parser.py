@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-from pdfbatch.cli.batches import files_cmd, find_cmd, status_cmd, upload
+from pdfbatch.cli.batches import files_cmd, find_cmd, list_cmd, status_cmd, upload
 from pdfbatch.cli.callbacks import add_callbacks
 from pdfbatch.cli.common import EXIT_CODES
 from pdfbatch.cli.demo import demo
 from pdfbatch.cli.keys import add_keys
 from pdfbatch.cli.operator import add_check, dlq_cmd, gc_cmd, report_cmd, retry_cmd
 from pdfbatch.cli.stack import stack_down, stack_key, stack_status, stack_up
+from pdfbatch.cli.trace import trace_cmd
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,15 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=files_cmd)
 
-    p = sub.add_parser(
-        "find",
-        help="batches created from an object key",
-        formatter_class=fmt,
-        epilog="example:\n  pdfbatch find uploads/march.zip",
-    )
-    p.add_argument("key")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=find_cmd)
+    _add_lookups(sub, fmt)
 
     p = sub.add_parser(
         "retry",
@@ -182,3 +176,49 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="build/demo/sample-batch.zip", help="where to write the sample ZIP")
     p.set_defaults(func=demo)
     return parser
+
+
+def _add_lookups(sub: Any, fmt: type[argparse.HelpFormatter]) -> None:
+    """`pdfbatch find|list|trace`: which batches, and what became of one document or one person."""
+    p = sub.add_parser(
+        "find",
+        help="batches created from an object key",
+        formatter_class=fmt,
+        epilog="example:\n  pdfbatch find uploads/march.zip",
+    )
+    p.add_argument("key")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=find_cmd)
+
+    p = sub.add_parser(
+        "list",
+        help="your recent batches, newest first, with their counts",
+        formatter_class=fmt,
+        description="A tenant key lists its tenant's batches; the admin key every batch (--tenant: one's).",
+        epilog="example:\n  pdfbatch list --status FAILED --since 2026-11-01\n"
+        "  pdfbatch list --json --limit 200",
+    )
+    p.add_argument("--status", choices=("PENDING", "PROCESSING", "COMPLETED", "FAILED"))
+    p.add_argument("--since", help="created on or after this date (YYYY-MM-DD, or an ISO date-time; UTC)")
+    p.add_argument("--until", help="created up to the end of this date (or before this ISO date-time)")
+    p.add_argument("--tenant", help="admin key: only this tenant's batches")
+    p.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=list_cmd)
+
+    p = sub.add_parser(
+        "trace",
+        help="what became of one PDF, or of one person's files, in every batch",
+        formatter_class=fmt,
+        description=(
+            "FILE: every batch entry that held exactly this PDF (it is hashed here; nothing is uploaded).\n"
+            "--user: the PDF linked to that user (an id, or an email looked up in the users table) and\n"
+            "every file that named them without linking them (ambiguous, already linked, ...), with why.\n"
+            "A tenant key sees only its tenant's batches."
+        ),
+        epilog="example:\n  pdfbatch trace resume.pdf\n  pdfbatch trace --user jane@example.com --json",
+    )
+    p.add_argument("file", nargs="?", help="the PDF")
+    p.add_argument("--user", help="a user id, or an email address")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=trace_cmd)

@@ -106,6 +106,31 @@ class ApiClient:
         """GET /batches?key=..."""
         return list(self.request("GET", "batches", {"key": key})[2]["batches"])
 
+    def recent(self, limit: int = 20, **filters: str | None) -> Iterator[dict[str, Any]]:
+        """GET /batches without a key: the caller's batches newest first, at most ``limit``, following
+        the cursor (filters: status, since, until, tenant)."""
+        cursor: str | None = None
+        left = limit
+        while left > 0:
+            query = {**filters, "limit": str(min(left, 100)), "cursor": cursor}
+            body = self.request("GET", "batches", {k: v for k, v in query.items() if v})[2]
+            items = body["batches"][:left]
+            yield from items
+            left -= len(items)
+            cursor = body.get("nextCursor")
+            if not cursor:
+                return
+
+    def trace_document(self, sha256: str) -> dict[str, Any]:
+        """GET /files?sha256=...: every batch entry that held this PDF."""
+        return dict(self.request("GET", "files", {"sha256": sha256})[2])
+
+    def trace_user(self, user: str) -> dict[str, Any]:
+        """GET /users/{id}/files: the PDF linked to a user (by id, or by email) and the files naming them."""
+        from urllib.parse import quote
+
+        return dict(self.request("GET", f"users/{quote(user, safe='@')}/files")[2])
+
     def wait(
         self,
         batch_id: str,

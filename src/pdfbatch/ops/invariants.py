@@ -89,6 +89,11 @@ RULES: tuple[tuple[str, str], ...] = (
         "entries and contents (needs the oracle's uploads)",
     ),
     (
+        "evidence_stored",
+        "every file whose ledger row says it kept evidence (the deciding region's PNG) has that object under "
+        "reports/{batchId}/evidence/, so every evidence link the API gives opens",
+    ),
+    (
         "owners_match_origin",
         "every batch has one owner that fits how it began: the admin (none) or a tenant name; a ZIP dropped "
         "under uploads/{tenant}/ is that tenant's or the admin's, any other drop the admin's, and a later "
@@ -278,6 +283,7 @@ class BatchEvidence:
     staged: list[str]
     # report_keys' names -> the bytes S3 holds (None: missing); read for final batches only
     report: dict[str, bytes | None] = field(default_factory=dict)
+    evidence: list[str] = field(default_factory=list)  # keys under reports/{batchId}/evidence/
 
 
 @dataclass
@@ -326,6 +332,7 @@ def gather(
             counts=sources.ledger.outcome_counts(batch_id) if row else {},
             live=sources.progress.get(batch_id) if sources.progress else None,
             staged=sources.objects.list_keys(sources.bucket, f"staging/{batch_id}/"),
+            evidence=sources.objects.list_keys(sources.bucket, f"reports/{batch_id}/evidence/"),
         )
         if row is not None and row.status in FINAL_STATUSES:
             batches[batch_id].report = {
@@ -673,6 +680,25 @@ def owners_match_origin(ev: Evidence, r: Result) -> None:
             r.fail(batchId=b.batch_id, problem="a drop owned by a tenant its key does not name")
 
 
+def evidence_stored(ev: Evidence, r: Result) -> None:
+    """A row that recorded evidence names an object that exists (it is written before the outcome)."""
+    from pdfbatch import evidence
+
+    without = 0
+    for b in ev.batches.values():
+        stored = set(b.evidence)
+        for f in b.files:
+            if f.timings.get("evidence_bytes"):
+                r.checked += 1
+                key = evidence.key(b.batch_id, f.index)
+                if key not in stored:
+                    r.fail(batchId=b.batch_id, index=f.index, key=key, problem="missing")
+            elif f.outcome == Outcome.LINKED and f.source == Lane.TEXT:
+                without += 1
+    if without:
+        r.note = f"linked text files without evidence (their address not found by a text search): {without}"
+
+
 def check(sources: Sources, batch_ids: Iterable[str], oracle: Oracle | None = None) -> Report:
     """Gather the evidence of ``batch_ids`` and evaluate every invariant over it."""
     ev = gather(sources, batch_ids, oracle)
@@ -693,5 +719,6 @@ def evaluate(ev: Evidence, oracle: Oracle | None = None) -> Report:
     reports_match_ledger(ev, results["reports_match_ledger"])
     lanes_consistent(ev, results["lanes_consistent"])
     uploads_accounted(ev, results["uploads_accounted"], oracle)
+    evidence_stored(ev, results["evidence_stored"])
     owners_match_origin(ev, results["owners_match_origin"])
     return Report(list(ev.batches), list(results.values()))

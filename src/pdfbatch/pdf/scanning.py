@@ -43,6 +43,7 @@ class Scan(Generic[R]):
     users_named: int = 0  # distinct users named on the deciding page (AMBIGUOUS: 2 or more)
     page: int | None = None  # the page (1-based) that decided, MATCHED or AMBIGUOUS
     visibility_seconds: float = 0.0  # rendering the addresses of users to see they show (in extract)
+    named: tuple[R, ...] = ()  # AMBIGUOUS: the users the deciding page named (matching.Decision.named)
 
 
 # The users table: every row whose email is one of the candidates (any order, two rows may share an
@@ -102,6 +103,7 @@ def scan(
             users_named=decision.users_named,
             page=decision.page,
             visibility_seconds=visibility_seconds,
+            named=decision.named,
         )
 
     source: _Source = _Remote(data, max_pages) if isolate and _CAN_FORK else _InProcess(data, max_pages)

@@ -13,7 +13,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pdfbatch import metrics
 from pdfbatch.config import PER_FILE_IO, Settings
@@ -24,6 +24,9 @@ from pdfbatch.ports import FileRow, UserRow
 from pdfbatch.services import tally
 from pdfbatch.services.deps import Deps
 
+if TYPE_CHECKING:
+    from pdfbatch.named import KeyRing
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -32,6 +35,9 @@ class Verdict:
     reason: str  # MATCHED | AMBIGUOUS | NO_USER | NO_EMAIL | NO_TEXT_LAYER
     user: UserRow | None = None  # MATCHED only
     users_named: int = 0  # distinct users the deciding page named (AMBIGUOUS: 2 or more)
+    page: int | None = None  # the page (1-based) that decided (MATCHED, AMBIGUOUS)
+    named: tuple[str, ...] = ()  # ids of the users a file that links nobody named (AMBIGUOUS)
+    addresses: tuple[str, ...] = ()  # the deciding page's addresses of users: what its evidence shows
 
 
 def process_file(deps: Deps, task: FileTask) -> FileRow | None:
@@ -195,9 +201,43 @@ def _read(
         timings.update(read_timings)
         if lane == Lane.TEXT and verdict.reason == Reason.NO_TEXT_LAYER and deps.ocr_queue is not None:
             return hand_to_ocr(deps, task, row)
+        if lane == Lane.TEXT and verdict.page and verdict.addresses:
+            keep_evidence(deps, task, data, verdict, timings)
         return Read(task, row, attempt, verdict, sha, timings, started, lane)
     except UsersTableError as exc:
         return _users_table_failed(deps, task, exc, sha, timings, started, lane)
+
+
+def keep_evidence(
+    deps: Deps, task: FileTask, data: bytes, verdict: Verdict, timings: dict[str, float]
+) -> None:
+    """Render the deciding region and store it under the batch's report prefix (pdfbatch.evidence),
+    before the outcome is recorded, so a recorded ``evidence_bytes`` names an object that exists.
+
+    Best effort: a render or write that fails leaves the file without evidence (logged), never
+    changes its outcome."""
+    from pdfbatch import evidence
+
+    assert verdict.page is not None
+    t = time.monotonic()
+    try:
+        png = evidence.render(data, verdict.page, verdict.addresses)
+        if png is not None:
+            deps.store.put_bytes(
+                deps.settings.bucket, evidence.key(task.batch_id, task.index), png, "image/png"
+            )
+            timings["evidence_bytes"] = float(len(png))
+    except (DependencyUnavailable, pdfium_errors()) as exc:
+        logger.warning("evidence not kept", extra={"error": type(exc).__name__})
+    timings["evidence"] = time.monotonic() - t
+
+
+def pdfium_errors() -> type[Exception]:
+    """What pdfium raises on a document it cannot render (imported only where evidence is rendered)."""
+    import pypdfium2 as pdfium
+
+    error: type[Exception] = pdfium.PdfiumError
+    return error
 
 
 def _users_table_failed(  # noqa: PLR0917
@@ -244,7 +284,11 @@ def link_target(deps: Deps, read: Read, linked: Mapping[Any, str] | None = None)
     """
     user = read.verdict.user
     if user is None:
-        result = unlinked_result(read.verdict, read.sha, read.timings, read.lane)
+        from pdfbatch.named import ring
+
+        result = unlinked_result(
+            read.verdict, read.sha, read.timings, read.lane, ring(deps.settings.named_keys)
+        )
         return _finish(deps, read.task, result, read.started)
     if user.pdf_url or (linked is not None and user.id in linked):
         # (An earlier delivery may have copied and died before linking: that copy stays for `pdfbatch gc`.)
@@ -261,6 +305,7 @@ def _already_linked(read: Read) -> FileResult:
         sha256=read.sha,
         detail=read.timings,
         source=read.lane,
+        page=read.verdict.page,
     )
 
 
@@ -290,6 +335,7 @@ def _link(deps: Deps, read: Read, key: str, drop: Callable[[Deps, FileTask], Non
         sha256=read.sha,
         detail=timings,
         source=lane,
+        page=read.verdict.page,
     )
     won = deps.ledger.link(task.batch_id, task.index, user.id, url, linked)
     timings["update"] = time.monotonic() - t
@@ -307,6 +353,7 @@ def _link(deps: Deps, read: Read, key: str, drop: Callable[[Deps, FileTask], Non
             finished_at=deps.clock(),
             timings=dict(timings),
             source=row.source or str(lane),
+            page=read.verdict.page,
         )
         timings["total"] = time.monotonic() - read.started
         _store_timings(deps, stored, timings)
@@ -378,11 +425,17 @@ def _left_to_lifecycle(task: FileTask, exc_info: bool = False) -> None:
 
 
 def unlinked_result(
-    verdict: Verdict, sha: str, timings: Mapping[str, float], lane: Lane = Lane.TEXT
+    verdict: Verdict,
+    sha: str,
+    timings: Mapping[str, float],
+    lane: Lane = Lane.TEXT,
+    ring: KeyRing | None = None,
 ) -> FileResult:
     """What a document that links nobody is recorded as: skipped_no_match with the verdict's reason;
-    an ambiguous one says how many users it named, never who (no user id)."""
+    an ambiguous one says how many users it named, never who (no user id): the users it named are
+    kept only as keyed hashes (``ring``, pdfbatch.named), so a trace by user finds it."""
     detail = dict(timings)
+    named = tuple(ring.write_hash(u) for u in verdict.named) if ring else ()
     if verdict.reason == Reason.AMBIGUOUS:
         return FileResult(
             Outcome.SKIPPED_NO_MATCH,
@@ -391,8 +444,12 @@ def unlinked_result(
             detail=detail,
             users_named=verdict.users_named,
             source=lane,
+            page=verdict.page,
+            named=named,
         )
-    return FileResult(Outcome.SKIPPED_NO_MATCH, str(verdict.reason), sha256=sha, detail=detail, source=lane)
+    return FileResult(
+        Outcome.SKIPPED_NO_MATCH, str(verdict.reason), sha256=sha, detail=detail, source=lane, named=named
+    )
 
 
 def _scan(deps: Deps, data: bytes) -> tuple[Any, Verdict]:
@@ -410,7 +467,9 @@ def _scan(deps: Deps, data: bytes) -> tuple[Any, Verdict]:
         budget_seconds=s.limits.file_budget_seconds,
         policy=MatchPolicy(s.match_policy),
     )
-    return scan, Verdict(scan.reason, scan.match, scan.users_named)
+    named = tuple(u.id for u in scan.named)
+    addresses = (scan.email,) if scan.email else tuple(dict.fromkeys(u.email for u in scan.named))
+    return scan, Verdict(scan.reason, scan.match, scan.users_named, scan.page, named, addresses)
 
 
 def _ocr_scan(deps: Deps, data: bytes, engine: Any) -> tuple[Any, Verdict]:
@@ -437,7 +496,9 @@ def _ocr_scan(deps: Deps, data: bytes, engine: Any) -> tuple[Any, Verdict]:
     if scan.reason != Reason.MATCHED:
         return scan, Verdict(scan.reason)
     decision = decide([list(scan.named)], rows, MatchPolicy(s.match_policy), complete=True)
-    return scan, Verdict(decision.reason, decision.user, decision.users_named)
+    page = scan.regions[-1].page if scan.regions else None  # the region that named a user
+    named = tuple(u.id for u in decision.named)
+    return scan, Verdict(decision.reason, decision.user, decision.users_named, page, named)
 
 
 def _finish(deps: Deps, task: FileTask, result: FileResult, started: float) -> FileRow:

@@ -25,12 +25,14 @@ from pdfbatch.model import (
     describe,
     is_batch_id,
 )
-from pdfbatch.ports import BatchRow, FileRow, LiveProgress
+from pdfbatch.ports import BatchRow, FileRow, LiveProgress, TracedFile
 from pdfbatch.services import batches, tally
 from pdfbatch.services.deps import Deps, iso
 from pdfbatch.tenants import Caller
 
 _CURSOR = re.compile(r"[0-9]{1,18}")
+_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
+TRACE_LIMIT = 100  # entries a trace shows, newest first
 
 
 def _visible(deps: Deps, batch_id: str, caller: Caller) -> None:
@@ -260,13 +262,26 @@ def list_files(
     rows = rows[:limit]
     return {
         "batchId": batch_id,
-        "items": [file_item(r) for r in rows],
+        "items": [file_item(r, evidence_link(deps, r)) for r in rows],
         "nextCursor": str(rows[-1].index) if more and rows else None,
     }
 
 
-def file_item(row: FileRow) -> dict[str, Any]:
-    """One file as the API shows it."""
+EVIDENCE_URL_EXPIRES_SECONDS = 300
+
+
+def evidence_link(deps: Deps, row: FileRow) -> str | None:
+    """A presigned GET (300 s) of the file's evidence (pdfbatch.evidence), or None when it has none."""
+    if not row.timings.get("evidence_bytes"):
+        return None
+    from pdfbatch import evidence
+
+    key = evidence.key(row.batch_id, row.index)
+    return deps.store.presigned_get(deps.settings.bucket, key, EVIDENCE_URL_EXPIRES_SECONDS)
+
+
+def file_item(row: FileRow, evidence: str | None = None) -> dict[str, Any]:
+    """One file as the API shows it (``evidence``: the presigned link of its evidence, if any)."""
     return {
         "index": row.index,
         "name": row.name,
@@ -283,6 +298,8 @@ def file_item(row: FileRow) -> dict[str, Any]:
         "finishedAt": iso(row.finished_at),
         "timings": {k: round(v, 4) for k, v in row.timings.items()} if row.timings else {},
         "source": delivery.source_of(row),
+        "page": row.page,
+        "evidence": evidence,
     }
 
 
@@ -300,6 +317,206 @@ def find_batches(deps: Deps, key: str, *, caller: Caller) -> dict[str, Any]:
             {"batchId": b.batch_id, "status": b.status, "createdAt": iso(b.created_at), "source": b.source}
             for b in batches
         ],
+    }
+
+
+# A recent-batches cursor: the last row's created_at (as repr writes a float) and batch id.
+_BATCH_CURSOR = re.compile(r"([0-9]{1,12}(?:\.[0-9]{1,20})?)~([0-9a-f]{32})")
+_STATUSES = frozenset(s.value for s in BatchStatus)
+
+
+def recent_batches(
+    deps: Deps,
+    *,
+    caller: Caller,
+    tenant: str | None = None,
+    status: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    cursor: str | None = None,
+    limit: int = 20,
+) -> dict[str, Any]:
+    """GET /batches without ``key``: the caller's batches newest first, each with its counts and upload.
+
+    A tenant sees its own (``tenant`` naming another one finds nothing, as if it had none); the admin
+    every batch, or one tenant's with ``tenant``. ``since``/``until``: ISO dates or times (UTC), a date
+    ``until`` taking in that whole day. Counts are the summary of a final batch, the live counters of a
+    running one (null once they expired: ``pdfbatch status`` rebuilds them).
+    """
+    before, window = list_query(tenant=tenant, status=status, since=since, until=until, cursor=cursor)
+    owner = caller.tenant if not caller.is_admin else tenant
+    limit = max(1, min(int(limit), 100))
+    if not caller.is_admin and tenant is not None and tenant != caller.tenant:
+        rows: list[BatchRow] = []  # another tenant's batches: none, whether it has any or not
+    else:
+        rows = deps.ledger.recent_batches(
+            owner,
+            limit=limit + 1,
+            before=before,
+            status=status,
+            since=window[0],
+            until=window[1],
+        )
+    more = len(rows) > limit
+    rows = rows[:limit]
+    last = rows[-1] if rows else None
+    return {
+        "batches": [batch_item(deps, b, admin=caller.is_admin) for b in rows],
+        "nextCursor": f"{last.created_at!r}~{last.batch_id}" if more and last else None,
+    }
+
+
+def list_query(
+    *,
+    tenant: str | None = None,
+    status: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    cursor: str | None = None,
+) -> tuple[tuple[float, str] | None, tuple[float | None, float | None]]:
+    """The recent-batches parameters checked (InvalidInput on any bad one): (cursor, (since, until))."""
+    if status is not None and status not in _STATUSES:
+        raise InvalidInput(f"status must be one of {', '.join(sorted(_STATUSES))}")
+    if tenant is not None and not tenant:
+        raise InvalidInput("tenant must not be empty")
+    before: tuple[float, str] | None = None
+    if cursor is not None:
+        match = _BATCH_CURSOR.fullmatch(cursor)
+        if match is None:
+            raise InvalidInput("bad cursor")
+        before = (float(match.group(1)), match.group(2))
+    return before, (_instant(since, "since"), _instant(until, "until", end_of_day=True))
+
+
+def _instant(value: str | None, name: str, *, end_of_day: bool = False) -> float | None:
+    """An ISO date (2026-12-01) or date-time (naive: UTC) as epoch seconds; InvalidInput otherwise."""
+    if value is None:
+        return None
+    from datetime import UTC, datetime, timedelta
+
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise InvalidInput(f"{name} must be an ISO date or date-time, e.g. 2026-12-01") from exc
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    if end_of_day and len(value) == 10:  # a date alone: the whole day
+        parsed += timedelta(days=1)
+    return parsed.timestamp()
+
+
+def batch_item(deps: Deps, batch: BatchRow, *, admin: bool = False) -> dict[str, Any]:
+    """One batch in a list: when, what was uploaded, how it stands (counts), and why it FAILED."""
+    counts: dict[str, int] | None = None
+    total = batch.total_files
+    if batch.status in FINAL_STATUSES and batch.counts:
+        counts = {o: int(batch.counts.get(o, 0)) for o in (*COUNTED_OUTCOMES, "processed")}
+    else:
+        live = deps.progress.get(batch.batch_id)
+        if live is not None:
+            counts = {o: int(live.outcomes.get(o, 0)) for o in COUNTED_OUTCOMES}
+            counts["processed"] = live.processed
+            total = live.total_files if live.total_files is not None else total
+    failed = batch.status == BatchStatus.FAILED
+    item: dict[str, Any] = {
+        "batchId": batch.batch_id,
+        "status": batch.status,
+        "source": batch.source,
+        "upload": batch.object_key,
+        "createdAt": iso(batch.created_at),
+        "completedAt": iso(batch.completed_at),
+        "totalFiles": total,
+        "ignored": batch.ignored_files,
+        "counts": counts,
+        "reason": (batch.reason or "unknown") if failed else None,
+        "reasonText": describe(batch.reason or "unknown", batch=True) if failed else None,
+    }
+    if admin:
+        item["tenant"] = batch.tenant
+    return item
+
+
+def trace_document(deps: Deps, sha256: str, *, caller: Caller) -> dict[str, Any]:
+    """GET /files?sha256=: every entry that held exactly this PDF, newest batch first (at most 100).
+
+    A tenant sees only its own batches' entries; a document none of them held is NotFound("no such
+    document"), whether another tenant's batch held it or nobody's did (one query, filtered in it).
+    """
+    if not _SHA256.fullmatch(sha256):
+        raise InvalidInput("sha256 must be 64 hexadecimal characters (the SHA-256 of the PDF)")
+    sha256 = sha256.lower()
+    found = deps.ledger.files_by_sha(sha256, caller.tenant, TRACE_LIMIT + 1)
+    if not found:
+        raise NotFound("no such document")
+    return {
+        "sha256": sha256,
+        "files": [traced_item(deps, t) for t in found[:TRACE_LIMIT]],
+        "more": len(found) > TRACE_LIMIT,
+    }
+
+
+def trace_user(deps: Deps, user: str, *, caller: Caller) -> dict[str, Any]:
+    """GET /users/{id}/files: the PDF linked to a user and every file that named them without linking
+    them (ambiguous: ``relation`` "named"; their PDF was on file already: "already_linked"), newest
+    batch first, at most 100.
+
+    ``user`` is a user id, or an email address (it has an "@"): the users with that address (two rows
+    may share one), else the id as given. A tenant sees only its own batches' files; a user none of
+    them names is NotFound("no such user"), whether the user exists or not.
+    """
+    from pdfbatch.errors import DependencyUnavailable, UsersTableError
+    from pdfbatch.named import ring
+
+    if not user or len(user) > 1024:
+        raise InvalidInput("a user id is 1 to 1024 characters")
+    ids = [user]
+    if "@" in user:
+        try:
+            ids = sorted({row.id for row in deps.users.find_by_emails([user])}) or [user]
+        except UsersTableError as exc:
+            raise DependencyUnavailable("the users table", "UsersTableError") from exc
+    keys = ring(deps.settings.named_keys)
+    found: dict[tuple[str, int], tuple[str, TracedFile]] = {}
+    for user_id in ids:
+        named = keys.read_hashes(user_id) if keys else []
+        for traced in deps.ledger.files_of_user(user_id, named, caller.tenant, TRACE_LIMIT + 1):
+            found.setdefault((traced.file.batch_id, traced.file.index), (user_id, traced))
+    if not found:
+        raise NotFound("no such user")
+    ordered = sorted(
+        found.values(),
+        key=lambda u: (-u[1].batch_created_at, _descending(u[1].file.batch_id), u[1].file.index),
+    )
+    return {
+        "files": [
+            {**traced_item(deps, t), "relation": _relation(t.file, user_id)}
+            for user_id, t in ordered[:TRACE_LIMIT]
+        ],
+        "more": len(ordered) > TRACE_LIMIT,
+    }
+
+
+def _relation(row: FileRow, user_id: str) -> str:
+    """How a traced file relates to the user: linked to them, their PDF already on file, or named them."""
+    if row.user_id == user_id:
+        return "linked" if row.outcome == "linked" else "already_linked"
+    return "named"
+
+
+def _descending(text: str) -> tuple[int, ...]:
+    return tuple(-ord(c) for c in text)
+
+
+def traced_item(deps: Deps, traced: TracedFile) -> dict[str, Any]:
+    """One traced entry: the file as GET /batches/{id}/files shows it, and its batch."""
+    row = traced.file
+    return {
+        "batchId": row.batch_id,
+        "batchStatus": traced.batch_status,
+        "batchCreatedAt": iso(traced.batch_created_at),
+        "upload": traced.upload,
+        **file_item(row, evidence_link(deps, row)),
+        "createdAt": iso(row.created_at),
     }
 
 
