@@ -177,7 +177,7 @@ def test_a_wrapped_head_after_other_words_gives_no_candidate_rather_than_a_tail(
     "following",
     [
         "I look forward to hearing from you.",
-        "linkedin.com/in/oscar",
+        "+1 555 0100",
         "Phone: +33 6 12 34 56 78",
         "Regards,",
         "Me",

@@ -320,27 +320,29 @@ class _Reader:
             return _Break.JOIN
         full = self._full(top_line, bottom_line, before, after)
         if step < 0:
-            return self._local_wrap(before, top_line, full)
+            return self._local_wrap(before, after, top_line, full)
         return self._domain_wrap(at, read, after, full)
 
-    def _local_wrap(self, before: int, top_line: tuple[int, int], full: bool) -> _Break:
+    def _local_wrap(self, before: int, after: int, top_line: tuple[int, int], full: bool) -> _Break:
         head_start = before
         while head_start > top_line[0] and is_local_char(self.text[head_start - 1]):
             head_start -= 1
         if head_start > 0 and self.text[head_start - 1] == "@":
             return _Break.END  # the top line ends an address of its own; this one starts below
         head = self.text[head_start : before + 1]
-        if head[-1] in _CONTINUES:
+        if head[-1] in _CONTINUES or self.text[after] == ".":
             # A head that could start an address ("Email: firstname." / "lastname@..."): the tail
             # alone is not a plausible reading, however early the line ended (TeX's \url, for one,
             # breaks after a dot, so a short line says nothing about the unbreakable chunk below).
             return _Break.JOIN
         if not full:
             return _Break.END  # a line that ends early ends its word: "Email" / "jane@..."
-        if head_start == top_line[0]:
+        capitalised = head[:1].isupper() and head[1:].islower() and head.isalpha()
+        if head_start == top_line[0] and not capitalised:
             return _Break.JOIN  # the whole line is the head: a word too long for it, broken by the layout
-        if head.isalpha():
-            return _Break.END  # a word wrapped before the address ("... write to" / "jane@...")
+        # (but a capitalised word on a line of its own is a word: "Contact" / "jane@...")
+        if head.replace("-", "").isalnum():
+            return _Break.END  # a word wrapped before the address ("... write to", "E-mail" / "jane@...")
         return _Break.JOIN  # a head with an address's characters in it, broken anywhere ("oscar.w" / "u@")
 
     def _domain_wrap(self, at: int, read: list[tuple[str, int | None]], after: int, full: bool) -> _Break:
@@ -349,21 +351,9 @@ class _Reader:
         if not tail or self.text[after + len(tail) : after + len(tail) + 1] == "@":
             return _Break.END  # the next line starts an address of its own
         if domain.endswith("."):
-            body = domain[:-1]
-            if "." not in body or _tld(body.rsplit(".", 1)[-1]) is not True:
-                return _Break.JOIN  # "maria@gmail." / "com": an unfinished domain goes on after its dot
-            # A sentence's full stop after a complete address ends it ("... oscar.wu@example.org." /
-            # "I look forward ..."), unless the line is full and the next one starts with one label
-            # in lower case that is a real TLD ("...@mail.co." / "uk"): then both readings are plausible.
-            label = tail.rstrip(".")
-            if (
-                not full
-                or "." in label
-                or _tld(label) is not True
-                or (label[0].isupper() and not body.isupper())
-            ):
-                return _Break.END
-            return _Break.EITHER
+            return self._after_dot(domain[:-1], tail, after, full)
+        if tail[0] == "." and tail[1:2].islower():
+            return _Break.JOIN  # no word starts with a dot: "...@uni.co" / ".uk" (but ".NET" is a word)
         if not full:
             return _Break.END
         last = domain.rsplit(".", 1)[-1] if "." in domain else ""
@@ -373,6 +363,21 @@ class _Reader:
         if piece and "." not in tail and _tld(last + piece) is True:
             return _Break.JOIN  # "gmail.co" / "m" (never "gmail.com" / "-...": nothing to join there)
         return _Break.END  # a complete address ending the line ("gmail.com" / "Phone")
+
+    def _after_dot(self, body: str, tail: str, after: int, full: bool) -> _Break:
+        """A domain ending its line with a dot (``body`` before it), ``tail`` starting the next line."""
+        if "." not in body or _tld(body.rsplit(".", 1)[-1]) is not True:
+            return _Break.JOIN  # "maria@gmail." / "com": an unfinished domain goes on after its dot
+        # A sentence's full stop after a complete address ends it ("... oscar.wu@example.org." /
+        # "I look forward ..."), unless the line is full and the next goes on in lower case to a
+        # real TLD ("...@mail.co." / "uk", "...@cs.tv." / "q-v.com"): then both readings are plausible.
+        label = tail.rstrip(".").rsplit(".", 1)[-1]
+        end = after + len(tail)
+        goes_on = end < len(self.text) and self.text[end] in "\r\n" and self.glyphs.generated(end)
+        plausible = _tld(label) is True or goes_on  # (a tail that fills its line may wrap again)
+        if not full or not plausible or (tail[0].isupper() and not body.isupper()):
+            return _Break.END
+        return _Break.EITHER
 
     def _run(self, start: int) -> str:
         text, glyphs = self.text, self.glyphs
