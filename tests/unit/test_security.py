@@ -183,6 +183,10 @@ _IDENTIFIERS = {
     "column",
     "definition",  # adapters/mysql.ADDED_COLUMNS, a constant of the code
     "_RECORD_SET",  # adapters/mysql: the SET list record() and link() share, a constant of the code
+    "_TRACE_SELECT",  # adapters/mysql: the trace reads' SELECT ... FROM, a constant of the code
+    "owner",  # adapters/mysql: " AND b.tenant = %s" or "", the tenant itself a parameter
+    "', '.join(['%s'] * len(named))",  # one %s placeholder per named hash, the hashes parameters
+    "' UNION '.join(parts)",  # the trace's parts, each built only of the constants above
 }
 
 
