@@ -186,6 +186,7 @@ _IDENTIFIERS = {
     "_TRACE_SELECT",  # adapters/mysql: the trace reads' SELECT ... FROM, a constant of the code
     "owner",  # adapters/mysql: " AND b.tenant = %s" or "", the tenant itself a parameter
     "', '.join(['%s'] * len(named))",  # one %s placeholder per named hash, the hashes parameters
+    "' AND '.join(where)",  # adapters/mysql list_batches: constant clauses, each value a %s
     "' UNION '.join(parts)",  # the trace's parts, each built only of the constants above
 }
 

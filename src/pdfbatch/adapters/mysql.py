@@ -669,7 +669,7 @@ class MysqlLedger:
             args += [before[0], before[0], before[1]]
         sql = "SELECT * FROM pdfbatch_batches"
         if where:
-            sql += " WHERE " + " AND ".join(where)
+            sql += f" WHERE {' AND '.join(where)}"
         sql += " ORDER BY created_at DESC, batch_id DESC LIMIT %s"
         args.append(int(limit))
         with self.client.cursor() as cur:
