@@ -119,7 +119,9 @@ def run(rows: int, queries: int, log: Callable[[str], None]) -> list[Row]:
             try:
                 found += len(trace(deps, value, caller=caller)["files"])
             except NotFound:
-                pass
+                # A tenant asking for another tenant's document is answered 404 by design: that answer
+                # is timed like any other, and counts as nothing found.
+                found += 0
             samples.append((time.perf_counter() - t) * 1000)
         return samples, found
 
