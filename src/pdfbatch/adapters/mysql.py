@@ -146,6 +146,9 @@ SCHEMA = (
     CREATE TABLE IF NOT EXISTS pdfbatch_tenants (
       tenant VARCHAR(32) NOT NULL PRIMARY KEY,
       callback_url VARCHAR(2048) NULL,
+      secret_id CHAR(32) NULL,
+      previous_secret_id CHAR(32) NULL,
+      previous_until DOUBLE NULL,
       updated_at DOUBLE NOT NULL
     ) ENGINE=InnoDB DEFAULT CHARSET=ascii COLLATE=ascii_bin
     """,
