@@ -3,7 +3,7 @@
 Each tenant's summaries are signed with a secret of its own (derived from the deployment's root and the
 tenant's random secret id), over the timestamp, the tenant, the destination URL and the body. The
 oracle is the receiver's own check (``callbacks.verify`` with its secret, its tenant and its URL), the
-code the README tells receivers to run: a header the deliverer made for A, or one A forged with its own
+code docs/RESULTS.md tells receivers to run: a header the deliverer made for A, or one A forged with its own
 secret for B's batch, must never pass at B's receiver; a rotation's overlap lets both secrets verify,
 and only until it ends.
 """
