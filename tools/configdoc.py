@@ -65,7 +65,7 @@ def _field_comment(line: int, comments: dict[int, str], lines: list[str]) -> str
     """A field's own comment: the one on its line, else the comment lines right above it."""
     if line in comments and not lines[line - 1].lstrip().startswith("#"):
         return comments[line]
-    above = []
+    above: list[str] = []
     n = line - 1
     while n in comments and lines[n - 1].lstrip().startswith("#"):
         above.insert(0, comments[n])
