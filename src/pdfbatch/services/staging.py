@@ -149,7 +149,7 @@ def stage_zip(deps: Deps, upload: Upload) -> StageReport:
 
 def _rejected(deps: Deps, batch_id: str, exc: ArchiveRejected) -> StageReport:
     """The upload as a whole cannot be read: its batch ends FAILED with the reason."""
-    tally.fail_batch(deps, batch_id, exc.reason)
+    tally.fail_batch(deps, batch_id, BatchReason(exc.reason))
     extra: dict[str, str] = {"reason": exc.reason}
     if exc.reason == BatchReason.NOT_A_ZIP:
         extra["looks_like"] = str(exc)  # "a PDF", "gzip", "empty", ...: never the name or content
