@@ -20,7 +20,8 @@ import pytest
 from fixtures.events import completions_queue
 from fixtures.stack import MYSQL_URL, local_client, run_cli
 from pdfbatch import delivery
-from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
+from pdfbatch.adapters.ledger import MysqlLedger
+from pdfbatch.adapters.mysql import MysqlClient
 from pdfbatch.config import Settings
 from pdfbatch.ops import samples
 

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from pdfbatch import archive
+from pdfbatch.adapters.ledger import MysqlLedger
 from pdfbatch.adapters.mysql import (
     ADDED_COLUMNS,
     ADDED_INDEXES,
     CHANGED_COLUMNS,
     SCHEMA,
     MysqlClient,
-    MysqlLedger,
 )
 from pdfbatch.config import Settings, parse_mysql_url
 from pdfbatch.model import FileResult

@@ -21,7 +21,8 @@ from fixtures.pipeline import (
     upload,
 )
 from fixtures.zips import zipfile_zip as make_zip
-from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
+from pdfbatch.adapters.ledger import MysqlLedger
+from pdfbatch.adapters.mysql import MysqlClient
 from pdfbatch.adapters.redis import done_key, progress_key
 from pdfbatch.model import FileTask
 from pdfbatch.services import batches, processing, staging, views
