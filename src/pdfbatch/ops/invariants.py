@@ -34,7 +34,7 @@ from pdfbatch.model import (
     Outcome,
     Reason,
 )
-from pdfbatch.ports import BatchRow, FileRow, Ledger, LiveProgress, ObjectStore, Progress, Users
+from pdfbatch.ports import BatchRow, FileRow, Ledger, LiveProgress, ObjectStore, Progress, Users, every_file
 from pdfbatch.services.batches import UPLOAD_KEY_RE
 from pdfbatch.tenants import drop_tenant, valid_tenant
 
@@ -308,12 +308,7 @@ class Evidence:
 
 
 def _files(ledger: Ledger, batch_id: str) -> list[FileRow]:
-    rows: list[FileRow] = []
-    while True:
-        page = ledger.list_files(batch_id, rows[-1].index if rows else -1, _PAGE)
-        rows += page
-        if len(page) < _PAGE:
-            return rows
+    return list(every_file(ledger, batch_id, page=_PAGE))
 
 
 def _bytes_or_none(store: ObjectStore, bucket: str, key: str) -> bytes | None:

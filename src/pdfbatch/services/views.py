@@ -25,7 +25,7 @@ from pdfbatch.model import (
     describe,
     is_batch_id,
 )
-from pdfbatch.ports import BatchRow, FileRow, LiveProgress, TracedFile
+from pdfbatch.ports import BatchRow, FileRow, LiveProgress, TracedFile, every_file
 from pdfbatch.services import batches, tally
 from pdfbatch.services.deps import Deps, iso
 from pdfbatch.tenants import Caller, valid_tenant
@@ -523,11 +523,5 @@ def traced_item(deps: Deps, traced: TracedFile) -> dict[str, Any]:
 
 
 def iter_all_files(deps: Deps, batch_id: str, outcome: str | None = None) -> Iterable[FileRow]:
-    """Every file of a batch (for reports), page by page."""
-    after = -1
-    while True:
-        rows = deps.ledger.list_files(batch_id, after, 1000, outcome)
-        yield from rows
-        if len(rows) < 1000:
-            return
-        after = rows[-1].index
+    """Every file of a batch (for reports), page by page (``ports.every_file``)."""
+    return every_file(deps.ledger, batch_id, outcome)
