@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import cpu, extraction, matching, report
+from bench import cpu, extraction, labelled, matching, report
 from bench.report import Row, Target
 from pdfbatch.services.report import percentile
 
@@ -39,6 +39,7 @@ class Sizes:
     # (1, 2, 4, 8 s...) without the executor's idle long poll.
     idle_seconds: float = 20.0
     trace: tuple[int, int] = (1_000_000, 200)  # section 12: ledger rows, lookups per kind
+    labelled_rounds: int = 3  # section 1: rounds per side of the labelled corpus against pre-issue-22 main
 
 
 QUICK = Sizes(
@@ -56,6 +57,7 @@ QUICK = Sizes(
     lane=(20, 1, 6),
     idle_seconds=2.0,
     trace=(20_000, 20),
+    labelled_rounds=1,
 )
 
 
@@ -109,6 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ),
         )
         bench.section("1 matching", lambda: bench.rows.extend(matching.run(sizes.extract_resumes)))
+        bench.section("1 labelled corpus", lambda: bench.rows.extend(labelled.run(sizes.labelled_rounds)))
     if "12" in sections:
         from bench import trace
 
