@@ -43,7 +43,8 @@ What counts as a PDF entry, and nested ZIPs:
 - A name ending ``.pdf`` (any case) is trusted by name, as before: its bytes are not looked at here (a
   ``.pdf`` that is no PDF fails ``malformed_pdf`` when it is read). Any other entry (not a folder,
   metadata or hidden file) is judged by its first bytes: ``%PDF-`` makes it a PDF entry (``resume``),
-  a ZIP's local header makes it a nested ZIP, anything else is ``not_pdf``. Looking costs one bounded
+  a ZIP's local header makes one named ``.zip`` a nested ZIP, anything else is ``not_pdf`` (a ``.docx``
+  is a ZIP by its bytes, and a document of its own, not a folder of PDFs). Looking costs one bounded
   read of a few bytes per such entry (never more than one inflate chunk).
 - A nested ZIP one level deep is opened and its entries become entries of the batch, shown as
   ``inner.zip/cv.pdf`` and numbered after every entry of the outer ZIP (in directory order, so a re-run
@@ -393,13 +394,15 @@ def _head(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
 
 
 def _sniffed(zf: zipfile.ZipFile, info: zipfile.ZipInfo, entry: Entry, limits: Limits) -> tuple[Entry, bool]:
-    """An entry named as no PDF, judged by its bytes: (the entry, whether it is a ZIP)."""
+    """An entry named as no PDF, judged by its bytes: (the entry, whether it is a nested ZIP)."""
     if entry.reason != Reason.NOT_PDF:
         return entry, False
     head = _head(zf, info)
     if head.startswith(_PDF_HEAD):
         return replace(entry, kind="pdf", reason=_pdf_problem(info, limits)), False
-    return entry, head[:4] in _ENTRY_ZIP_HEADS
+    # Named .zip too: Word, Excel, OpenDocument and EPUB files are ZIPs by their bytes, and are documents
+    # of their own (listed not_pdf), not folders of PDFs.
+    return entry, head[:4] in _ENTRY_ZIP_HEADS and entry.name.lower().endswith(".zip")
 
 
 def _inner_limits(limits: Limits, container: Entry) -> Limits:

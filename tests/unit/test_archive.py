@@ -819,6 +819,21 @@ def test_a_nested_zip_that_cannot_be_read_is_a_failed_entry(inner: bytes, reason
     ]
 
 
+def test_a_document_that_is_a_zip_by_its_bytes_is_not_opened() -> None:
+    # GIVEN a Word file (a ZIP by its bytes, holding a PDF even) and a damaged one
+    docx = make_zip([("word/document.xml", b"<w:document/>"), ("word/media/cv.pdf", pdf_bytes("in"))])
+    data = make_zip([("cv.docx", docx), ("notes/summary.docx", b"PK\x03\x04 not really a document")])
+
+    # WHEN inspected
+    plan = plan_of(data)
+
+    # THEN both are documents of their own: listed not_pdf, nothing inside them becomes an entry
+    assert [(e.name, e.kind, e.reason) for e in plan.entries] == [
+        ("cv.docx", "ignored", Reason.NOT_PDF),
+        ("notes/summary.docx", "ignored", Reason.NOT_PDF),
+    ]
+
+
 def test_a_nested_zip_over_max_pdf_bytes_is_never_inflated() -> None:
     # GIVEN a nested ZIP of 4 KiB and a 1 KiB entry limit
     data = make_zip([("dept.zip", make_zip([("cv.pdf", pdf_bytes("cv") + os.urandom(4096))], STORED))])
@@ -862,8 +877,8 @@ def _expect(nodes: list[tuple], depth: int, prefix: str) -> list[tuple[str, str,
         named_pdf = node[1].lower().endswith(".pdf")
         if kind == "pdf" or named_pdf:
             here.append((name, "pdf", None))  # a PDF by its bytes, or trusted by its name
-        elif kind == "text":
-            here.append((name, "ignored", "not_pdf"))
+        elif kind == "text" or not node[1].lower().endswith(".zip"):
+            here.append((name, "ignored", "not_pdf"))  # a ZIP not named .zip: a .docx, say
         elif depth == 0:
             here.append((name, "ignored", "nested_zip"))
             later += _expect(node[2], 1, name + "/")
@@ -877,7 +892,8 @@ def _expect(nodes: list[tuple], depth: int, prefix: str) -> list[tuple[str, str,
 def test_any_zip_tree_gives_each_entry_one_outcome_to_depth_one_and_nested_too_deep_below(
     tree: list[tuple], method: int
 ) -> None:
-    # GIVEN a ZIP of PDFs, texts and ZIPs nested to any depth, named truthfully or not
+    # GIVEN a ZIP of PDFs, texts and ZIPs nested to any depth, named truthfully or not (a ZIP is opened
+    # only when named .zip)
     data = _build(tree, method)
 
     # WHEN it is inspected and every readable PDF entry read
