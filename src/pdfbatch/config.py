@@ -116,7 +116,7 @@ class Settings:
     callback_attempts: int = 8  # PDFBATCH_CALLBACK_ATTEMPTS: POSTs of one delivery before its DLQ
     callback_retry_base_seconds: int = 30  # PDFBATCH_CALLBACK_RETRY_BASE_SECONDS: first backoff
     callback_retry_max_seconds: int = 3600  # PDFBATCH_CALLBACK_RETRY_MAX_SECONDS: backoff cap
-    callback_timeout_seconds: float = 10.0  # PDFBATCH_CALLBACK_TIMEOUT_SECONDS: connect and read, per POST
+    callback_timeout_seconds: float = 10.0  # PDFBATCH_CALLBACK_TIMEOUT_SECONDS: a whole attempt
     # PDFBATCH_PROCESS_OVERLAP (default on): process_pdf overlaps a file's S3 waits with its neighbours'
     # reading (services/overlap.py); off, each file of an invocation runs start to end before the next.
     process_overlap: bool = True
