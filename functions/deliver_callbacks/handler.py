@@ -1,4 +1,7 @@
-"""deliver_callbacks: the callback queue -> one signed POST of a final batch's summary per message.
+"""deliver_callbacks: the callback queues -> one signed POST of a final batch's summary per message.
+
+Two queues feed it, one per lane (services/callbacks.py): the callback queue (fast lane) and the slow
+callback queue, told apart by the record's source ARN.
 
 Messages are completion events (an EventBridge rule targets the queue) and replays (`pdfbatch callbacks
 BATCH --replay`). A failed POST hides its message for a backoff and reports it failed; after
@@ -31,8 +34,11 @@ def record_handler(record: SQSRecord) -> None:
         return
     logger.append_keys(batch_id=message.batch_id)
     attempt = int(record.attributes.approximate_receive_count or 1)
+    deps = get_deps(need_queue=True)
+    slow = deps.settings.callback_slow_queue_arn
+    lane = callbacks.SLOW if slow and record.event_source_arn == slow else callbacks.FAST
     try:
-        outcome = callbacks.deliver(get_deps(need_queue=True), message, attempt, record.receipt_handle)
+        outcome = callbacks.deliver(deps, message, attempt, record.receipt_handle, lane=lane)
         logger.info("callback message done", extra={"outcome": outcome, "delivery_id": message.delivery_id})
     finally:
         logger.remove_keys(["batch_id"])

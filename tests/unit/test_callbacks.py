@@ -642,3 +642,73 @@ def test_the_handler_drops_a_malformed_message_and_reports_a_failed_delivery_for
     assert [(r.attempt, r.http_status, r.error) for r in log.attempts(batch_id)] == [
         (2, None, "ConnectionRefusedError")
     ]
+
+
+class SlowLane:
+    """The slow callback lane's queue: what was moved to it, and its backoffs."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[dict[str, Any], int]] = []
+        self.delays: list[int] = []
+
+    def send_json(self, message: Any, delay_seconds: int = 0) -> None:
+        self.sent.append((dict(message), delay_seconds))
+
+    def change_visibility(self, receipt_handle: str, delay_seconds: int) -> None:
+        self.delays.append(delay_seconds)
+
+
+def test_a_timeout_on_the_fast_lane_is_recorded_and_the_delivery_goes_on_on_the_slow_lane(
+    local: Deps,
+) -> None:
+    # GIVEN a finished batch whose receiver times out twice, then answers, and both lanes
+    slow = SlowLane()
+    deps = replace(local, slow_callbacks=slow)
+    batch_id, event = _finished_batch(deps)
+    clock: Any = deps.clock
+    receiver = Receiver(clock, ["timeout", "timeout", 200])
+    deadlines: list[float] = []
+
+    def post(target: callbacks.Target, body: bytes, headers: dict[str, str], timeout: float) -> PostResult:
+        deadlines.append(timeout)
+        return receiver(target, body, headers, timeout)
+
+    message = service.parse_message(json.dumps(event))
+    # WHEN its first attempt (fast lane) times out
+    assert service.deliver(deps, message, 1, "rh", post=post) == "moved_to_slow_lane"
+    # THEN it is recorded, the fast queue's message is done (no backoff there), and the delivery is queued
+    # on the slow lane after the first backoff, with its attempt count
+    fast: Any = deps.queue
+    assert fast.delays == []
+    ((moved, delay),) = slow.sent
+    assert delay == 30 and moved["attemptsBefore"] == 1 and moved["deliveryId"] == message.delivery_id
+    # WHEN the slow lane receives it twice (a timeout, then a 2xx)
+    again = service.parse_message(json.dumps(moved))
+    assert (again.kind, again.attempts_before) == (message.kind, 1)
+    with pytest.raises(service.DeliveryFailed, match="timeout"):
+        service.deliver(deps, again, 1, "rh2", post=post, lane=service.SLOW)
+    assert service.deliver(deps, again, 2, "rh2", post=post, lane=service.SLOW) == "delivered"
+    # THEN attempt numbers go on across lanes, the slow lane backs off on its own queue, and each attempt
+    # had its lane's deadline (3 s fast, 10 s slow)
+    log: Any = deps.callbacks
+    assert [(r.attempt, r.http_status, r.error) for r in log.attempts(batch_id)] == [
+        (1, None, "timeout"),
+        (2, None, "timeout"),
+        (3, 200, None),
+    ]
+    assert slow.delays == [60] and fast.delays == []
+    assert deadlines == [3.0, 10.0, 10.0]
+
+
+def test_without_a_slow_lane_a_timeout_backs_off_like_any_failure(local: Deps) -> None:
+    # GIVEN a deployment with one lane only, and a receiver that times out
+    batch_id, event = _finished_batch(local)
+    receiver = Receiver(local.clock, ["timeout"])  # type: ignore[arg-type]
+    message = service.parse_message(json.dumps(event))
+    # WHEN the attempt runs THEN it is recorded and the message backed off on its queue
+    with pytest.raises(service.DeliveryFailed, match="timeout"):
+        service.deliver(local, message, 1, "rh", post=receiver)
+    queue: Any = local.queue
+    assert queue.delays == [30]
+    log: Any = local.callbacks
+    assert [(r.attempt, r.error) for r in log.attempts(batch_id)] == [(1, "timeout")]
