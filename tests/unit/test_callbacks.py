@@ -712,3 +712,52 @@ def test_without_a_slow_lane_a_timeout_backs_off_like_any_failure(local: Deps) -
     assert queue.delays == [30]
     log: Any = local.callbacks
     assert [(r.attempt, r.error) for r in log.attempts(batch_id)] == [(1, "timeout")]
+
+
+def test_one_invocation_delivers_its_records_side_by_side_and_routes_each_to_its_lane(
+    local: Deps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+    import time
+
+    from fixtures.events import sqs_record
+    from pdfbatch.adapters import webhook
+
+    # GIVEN four finished batches, and receivers that each use a whole 1 s deadline before answering
+    slow_arn = "arn:aws:sqs:us-east-1:000000000000:slow-callbacks"
+    slow = SlowLane()
+    deps = replace(local, slow_callbacks=slow)
+    deps = replace(deps, settings=replace(deps.settings, callback_slow_queue_arn=slow_arn))
+    events = [_finished_batch(deps)[1] for _ in range(4)]
+    busy: list[int] = []
+    lock = threading.Lock()
+    seen: list[float] = []
+
+    def post(target: callbacks.Target, body: bytes, headers: dict[str, str], timeout: float) -> PostResult:
+        with lock:
+            busy.append(len(busy) + 1)
+            seen.append(timeout)
+        time.sleep(1.0)
+        return PostResult(None, "timeout", 1000)
+
+    monkeypatch.setattr(webhook, "post", post)
+    bootstrap.override(deps)
+    attrs = {"ApproximateReceiveCount": "1", "SentTimestamp": "1"}
+    records = [sqs_record(json.dumps(e), attrs) for e in events[:3]]
+    records.append(sqs_record(json.dumps(events[3]), attrs, arn=slow_arn))
+    handler = load_handler("deliver_callbacks")
+    # WHEN one invocation gets all four
+    started = time.monotonic()
+    answer = handler.handler({"Records": records}, Context())
+    took = time.monotonic() - started
+    # THEN they ran side by side (about one deadline in all, not four), each with its lane's deadline:
+    # the three fast ones moved to the slow lane (done on theirs), the slow one failed and backed off there
+    assert took < 2.5, took
+    assert sorted(seen) == [
+        deps.settings.callback_timeout_seconds,
+        deps.settings.callback_timeout_seconds,
+        deps.settings.callback_timeout_seconds,
+        deps.settings.callback_slow_timeout_seconds,
+    ]
+    assert answer == {"batchItemFailures": [{"itemIdentifier": records[3]["messageId"]}]}
+    assert len(slow.sent) == 3 and slow.delays == [30]
