@@ -761,3 +761,23 @@ def test_one_invocation_delivers_its_records_side_by_side_and_routes_each_to_its
     ]
     assert answer == {"batchItemFailures": [{"itemIdentifier": records[3]["messageId"]}]}
     assert len(slow.sent) == 3 and slow.delays == [30]
+
+
+def test_the_slow_lane_queue_sends_one_json_message_with_its_delay_capped_at_sqs_limit(
+    moto_aws: None,
+) -> None:
+    import boto3
+
+    from pdfbatch.adapters.sqs import SqsQueue
+
+    # GIVEN the slow lane's queue on moto's SQS
+    client = boto3.client("sqs", region_name="us-east-1")
+    url = client.create_queue(QueueName="slow-callbacks")["QueueUrl"]
+    # WHEN a delivery is moved to it with a backoff past SQS's 900 s limit, and one with none
+    SqsQueue(client, url).send_json({"batchId": "a" * 32, "attemptsBefore": 1}, 3600)
+    SqsQueue(client, url).send_json({"batchId": "b" * 32, "attemptsBefore": 2}, 0)
+    # THEN both are accepted (the first delayed by at most 900 s), bodies as sent
+    got = client.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert [json.loads(m["Body"]) for m in got] == [{"attemptsBefore": 2, "batchId": "b" * 32}]
+    attrs = client.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesDelayed"])
+    assert attrs["Attributes"]["ApproximateNumberOfMessagesDelayed"] == "1"
