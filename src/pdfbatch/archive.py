@@ -38,6 +38,24 @@ Limits (``pdfbatch.config.Limits``) and why each matters:
   ~1,000:1 on zeros); real PDFs are already compressed and rarely exceed 10:1. With the cap the total
   inflated output of a batch is bounded by ratio x ZIP size, not by what the headers claim.
 
+What counts as a PDF entry, and nested ZIPs:
+
+- A name ending ``.pdf`` (any case) is trusted by name, as before: its bytes are not looked at here (a
+  ``.pdf`` that is no PDF fails ``malformed_pdf`` when it is read). Any other entry (not a folder,
+  metadata or hidden file) is judged by its first bytes: ``%PDF-`` makes it a PDF entry (``resume``),
+  a ZIP's local header makes one named ``.zip`` a nested ZIP, anything else is ``not_pdf`` (a ``.docx``
+  is a ZIP by its bytes, and a document of its own, not a folder of PDFs). Looking costs one bounded
+  read of a few bytes per such entry (never more than one inflate chunk).
+- A nested ZIP one level deep is opened and its entries become entries of the batch, shown as
+  ``inner.zip/cv.pdf`` and numbered after every entry of the outer ZIP (in directory order, so a re-run
+  numbers them the same). The nested ZIP itself is listed ``ignored`` / ``nested_zip``. The limits are
+  the outer ZIP's, shared: its entries count towards ``max_entries`` together with the outer ones (over
+  it, the batch fails ``too_many_entries``), the nested ZIP is inflated (into memory, once to plan and
+  once to read) only if it passes ``max_pdf_bytes`` and ``max_ratio`` as an entry, and each entry in it
+  is held to ``max_ratio`` over the *outer* compressed bytes (its own ratio times the nested ZIP's).
+  A nested ZIP that cannot be read is a failed entry (``corrupt_entry``, ``too_large``, ...), and a ZIP
+  inside a nested ZIP is a failed entry ``nested_too_deep``: nothing deeper is opened.
+
 Other rules that keep one hostile ZIP from hurting the function:
 
 - Only stored and deflate entries are read. ``zipfile`` inflates bzip2 and LZMA with no bound on
@@ -62,7 +80,7 @@ import struct
 import zipfile
 import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from dataclasses import field as dataclass_field
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, BinaryIO, Literal, Protocol
@@ -155,6 +173,10 @@ class Entry:
     file_size: int
     crc: int
     raw_name: bytes = b""  # the name's bytes exactly as written in the central directory
+    # An entry of a nested ZIP: the index of the outer entry holding it, and the entry as the nested
+    # ZIP's own directory describes it (its index there, its name there); None for an outer entry.
+    container: int | None = None
+    member: Entry | None = None
 
 
 @dataclass(frozen=True)
@@ -196,7 +218,8 @@ def _is_utf8(raw: bytes) -> bool:
 
 
 def classify_name(name: str) -> Reason | None:
-    """Why an entry with this name is ignored, or None when it is a PDF entry."""
+    """Why an entry with this name is ignored, or None when it is a PDF entry by its name (``not_pdf``
+    is the name's verdict only: the entry's first bytes may still make it a PDF or a nested ZIP)."""
     # Both separators count: some Windows tools write backslashes. This is classification only.
     basename = name.replace("\\", "/").rsplit("/", 1)[-1]
     if name.endswith(("/", "\\")):
@@ -254,17 +277,48 @@ class OpenedArchive:
         self.zip = zf
         self.plan = plan
         self.limits = limits
+        self._nested: tuple[int, zipfile.ZipFile] | None = None  # the last nested ZIP opened, kept open
 
     def open(self, entry: Entry) -> BinaryIO:
-        """Stream one PDF entry (see ``open_entry``)."""
-        return open_entry(self.zip, entry, self.limits)
+        """Stream one PDF entry (see ``open_entry``), of this ZIP or of a nested one."""
+        return open_entry(*self._source(entry))
 
     def read(self, entry: Entry) -> bytes:
         """All bytes of one PDF entry (see ``read_entry``)."""
-        return read_entry(self.zip, entry, self.limits)
+        return read_entry(*self._source(entry))
+
+    def _source(self, entry: Entry) -> tuple[zipfile.ZipFile, Entry, Limits]:
+        """The ZIP an entry is read from, the entry as that ZIP's directory describes it, its limits."""
+        if entry.container is None or entry.member is None:
+            return self.zip, entry, self.limits
+        if entry.kind != "pdf" or entry.reason is not None:  # refused as open_entry would, never inflated
+            return self.zip, entry, self.limits
+        container = self.plan.entries[entry.container]
+        return self._nested_zip(container), entry.member, _inner_limits(self.limits, container)
+
+    def _nested_zip(self, container: Entry) -> zipfile.ZipFile:
+        # Entries are read in plan order, so those of one nested ZIP come together: one inflate each.
+        if self._nested is None or self._nested[0] != container.index:
+            self._close_nested()
+            try:
+                zf, _ = _inflate_nested(self.zip, container, self.limits, self.limits.max_entries)
+            except ArchiveRejected as exc:  # it opened when planned: the bytes changed under us
+                raise EntryRejected(Reason.CORRUPT_ENTRY, str(exc)) from exc
+            except PdfBatchError:
+                raise
+            except _ZIP_ERRORS as exc:
+                raise EntryRejected(Reason.CORRUPT_ENTRY, f"{type(exc).__name__}: {exc}") from exc
+            self._nested = (container.index, zf)
+        return self._nested[1]
+
+    def _close_nested(self) -> None:
+        if self._nested is not None:
+            self._nested[1].close()
+            self._nested = None
 
     def close(self) -> None:
         """Close the ZipFile (a file object passed in stays open: it belongs to the caller)."""
+        self._close_nested()
         self.zip.close()
 
     def __enter__(self) -> OpenedArchive:
@@ -289,27 +343,130 @@ def open_archive(fileobj: Readable, limits: Limits, size: int | None = None) -> 
         actual = fileobj.seek(0, io.SEEK_END)
         if actual > limits.max_zip_bytes:
             raise ArchiveRejected(BatchReason.ZIP_TOO_LARGE, f"{actual} bytes > {limits.max_zip_bytes}")
-        if not looks_like_zip(fileobj, actual):
-            raise ArchiveRejected(BatchReason.NOT_A_ZIP, what_it_is(fileobj))
-        cd_start, cd_size = _find_central_directory(fileobj, actual)
-        walk = _walk_directory(fileobj, cd_start, cd_size, limits.max_entries)
-        view: Readable = fileobj
-        if walk.fixes:
-            view = _NameFix(fileobj, walk.fixes)
-        zf = zipfile.ZipFile(view)
-        infos = zf.infolist()
-        if len(infos) > limits.max_entries:  # cannot happen after the walk; kept as a backstop
-            raise ArchiveRejected(BatchReason.TOO_MANY_ENTRIES)
-        _check_layout(infos, zf.start_dir)
-        if isinstance(view, _NameFix):
-            # Their local headers too, where zipfile decodes the name again when an entry is opened.
-            view.add(infos[i].header_offset + _LOCAL_FLAG_HIGH_BYTE for i in walk.unflag if i < len(infos))
-        plan = Plan.of(tuple(_entry(i, info, limits) for i, info in enumerate(infos)))
+        zf, infos = _open_zip(fileobj, actual, limits.max_entries)
+        plan = _plan(zf, infos, limits)
     except PdfBatchError:
         raise
     except _ZIP_ERRORS as exc:
         raise ArchiveRejected(BatchReason.CORRUPT_ZIP, f"{type(exc).__name__}: {exc}") from exc
     return OpenedArchive(zf, plan, limits)
+
+
+def _open_zip(
+    fileobj: Readable, size: int, max_entries: int
+) -> tuple[zipfile.ZipFile, list[zipfile.ZipInfo]]:
+    """Open a ZIP whose directory holds at most ``max_entries`` records (raises ``ArchiveRejected``)."""
+    if not looks_like_zip(fileobj, size):
+        raise ArchiveRejected(BatchReason.NOT_A_ZIP, what_it_is(fileobj))
+    cd_start, cd_size = _find_central_directory(fileobj, size)
+    walk = _walk_directory(fileobj, cd_start, cd_size, max_entries)
+    view: Readable = fileobj
+    if walk.fixes:
+        view = _NameFix(fileobj, walk.fixes)
+    zf = zipfile.ZipFile(view)
+    infos = zf.infolist()
+    if len(infos) > max_entries:  # cannot happen after the walk; kept as a backstop
+        raise ArchiveRejected(BatchReason.TOO_MANY_ENTRIES)
+    _check_layout(infos, zf.start_dir)
+    if isinstance(view, _NameFix):
+        # Their local headers too, where zipfile decodes the name again when an entry is opened.
+        view.add(infos[i].header_offset + _LOCAL_FLAG_HIGH_BYTE for i in walk.unflag if i < len(infos))
+    return zf, infos
+
+
+_PDF_HEAD = b"%PDF-"
+_ENTRY_ZIP_HEADS = (b"PK\x03\x04", b"PK\x05\x06")  # a ZIP stored as an entry starts with one of these
+
+
+def _head(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
+    """The first bytes of an entry whose name says nothing (b"" when it cannot be read as it stands)."""
+    if (
+        info.file_size < len(_PDF_HEAD)
+        or info.flag_bits & (_FLAG_ENCRYPTED | _FLAG_STRONG_ENCRYPTION | _FLAG_PATCHED)
+        or info.compress_type not in _READABLE_METHODS
+    ):
+        return b""
+    try:
+        with zf.open(info) as stream:
+            return stream.read(8)  # a bounded read: zipfile inflates at most one small chunk for it
+    except _ZIP_ERRORS:
+        return b""  # a damaged entry with no PDF name stays not_pdf, as it was before any look
+
+
+def _sniffed(zf: zipfile.ZipFile, info: zipfile.ZipInfo, entry: Entry, limits: Limits) -> tuple[Entry, bool]:
+    """An entry named as no PDF, judged by its bytes: (the entry, whether it is a nested ZIP)."""
+    if entry.reason != Reason.NOT_PDF:
+        return entry, False
+    head = _head(zf, info)
+    if head.startswith(_PDF_HEAD):
+        return replace(entry, kind="pdf", reason=_pdf_problem(info, limits)), False
+    # Named .zip too: Word, Excel, OpenDocument and EPUB files are ZIPs by their bytes, and are documents
+    # of their own (listed not_pdf), not folders of PDFs.
+    return entry, head[:4] in _ENTRY_ZIP_HEADS and entry.name.lower().endswith(".zip")
+
+
+def _inner_limits(limits: Limits, container: Entry) -> Limits:
+    """The limits an entry of a nested ZIP is read under: the ratio is over the outer compressed bytes."""
+    ratio = container.file_size / container.compressed_size if container.compressed_size else 1.0
+    return replace(limits, max_ratio=limits.max_ratio / max(1.0, ratio))
+
+
+def _plan(zf: zipfile.ZipFile, infos: list[zipfile.ZipInfo], limits: Limits) -> Plan:
+    """Classify every entry, and those of each nested ZIP (numbered after the outer ones)."""
+    outer: list[Entry] = []
+    nested: list[Entry] = []
+    for i, info in enumerate(infos):
+        entry, is_zip = _sniffed(zf, info, _entry(i, info, limits), limits)
+        if is_zip:
+            entry, inner = _open_nested(zf, info, entry, limits, len(infos) + len(nested))
+            nested += inner
+        outer.append(entry)
+    return Plan.of(tuple(outer + nested))
+
+
+def _open_nested(
+    zf: zipfile.ZipFile, info: zipfile.ZipInfo, entry: Entry, limits: Limits, first_index: int
+) -> tuple[Entry, list[Entry]]:
+    """A nested ZIP: (its own entry, its entries as entries of the batch from ``first_index`` on)."""
+    problem = _pdf_problem(info, limits)  # as an entry, under the entry limits: never inflated past them
+    if problem is not None:
+        return replace(entry, kind="pdf", reason=problem), []
+    try:
+        inner_zf, inner_infos = _inflate_nested(zf, entry, limits, limits.max_entries - first_index)
+    except EntryRejected as exc:
+        return replace(entry, kind="pdf", reason=Reason(exc.reason)), []
+    except ArchiveRejected as exc:
+        if exc.reason == BatchReason.TOO_MANY_ENTRIES:
+            raise  # the limit is the batch's, whichever ZIP holds the entries
+        return replace(entry, kind="pdf", reason=Reason.CORRUPT_ENTRY), []
+    except _ZIP_ERRORS:
+        return replace(entry, kind="pdf", reason=Reason.CORRUPT_ENTRY), []
+    inner_limits = _inner_limits(limits, entry)
+    members = []
+    with inner_zf:
+        for j, inner_info in enumerate(inner_infos):
+            member, is_zip = _sniffed(inner_zf, inner_info, _entry(j, inner_info, inner_limits), inner_limits)
+            if is_zip:
+                member = replace(member, kind="pdf", reason=Reason.NESTED_TOO_DEEP)
+            members.append(
+                replace(
+                    member,
+                    index=first_index + j,
+                    name=f"{entry.name}/{member.name}",
+                    raw_name=entry.raw_name + b"/" + member.raw_name,
+                    container=entry.index,
+                    member=member,
+                )
+            )
+    return replace(entry, reason=Reason.NESTED_ZIP), members
+
+
+def _inflate_nested(
+    zf: zipfile.ZipFile, entry: Entry, limits: Limits, max_entries: int
+) -> tuple[zipfile.ZipFile, list[zipfile.ZipInfo]]:
+    """Inflate a nested ZIP (bounded as a PDF entry is) and open it from memory."""
+    data = read_entry(zf, replace(entry, kind="pdf", reason=None), limits)
+    return _open_zip(io.BytesIO(data), len(data), max(0, max_entries))
 
 
 _ZIP_HEADS = (b"PK\x03\x04", b"PK\x05\x06", b"PK\x07\x08")  # an entry, an empty ZIP, a spanned one

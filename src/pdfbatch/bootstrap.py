@@ -79,12 +79,13 @@ def build_deps(
     ledger = MysqlLedger(mysql, settings.users)
     if ensure_schema:
         mysql.ensure_schema_on_first_use()
-    queue = parked = ocr_queue = None
+    queue = parked = ocr_queue = slow = None
     if settings.queue_url or settings.parked_queue_url or settings.ocr_queue_url:
         sqs = boto3_client("sqs", settings, io=io, max_pool_connections=pool)
         queue = SqsQueue(sqs, settings.queue_url) if settings.queue_url else None
         parked = SqsQueue(sqs, settings.parked_queue_url) if settings.parked_queue_url else None
         ocr_queue = SqsQueue(sqs, settings.ocr_queue_url) if settings.ocr_queue_url else None
+        slow = SqsQueue(sqs, settings.callback_slow_queue_url) if settings.callback_slow_queue_url else None
     return Deps(
         settings=settings,
         store=S3Store(s3, presign),
@@ -94,6 +95,7 @@ def build_deps(
         queue=queue,
         parked=parked,
         ocr_queue=ocr_queue,
+        slow_callbacks=slow,
         # The client opens no connection until a batch is announced (tally.announce).
         events=EventBridgeEvents(boto3_client("events", settings, io=io)),
         callbacks=MysqlCallbackLog(mysql),

@@ -116,7 +116,12 @@ class Settings:
     callback_attempts: int = 8  # PDFBATCH_CALLBACK_ATTEMPTS: POSTs of one delivery before its DLQ
     callback_retry_base_seconds: int = 30  # PDFBATCH_CALLBACK_RETRY_BASE_SECONDS: first backoff
     callback_retry_max_seconds: int = 3600  # PDFBATCH_CALLBACK_RETRY_MAX_SECONDS: backoff cap
-    callback_timeout_seconds: float = 10.0  # PDFBATCH_CALLBACK_TIMEOUT_SECONDS: connect and read, per POST
+    # One deadline per attempt (connect to the last byte): the fast lane's, then the slow lane's, where a
+    # delivery that timed out on the fast lane goes (PDFBATCH_CALLBACK_SLOW_QUEUE_URL and _ARN: its queue).
+    callback_timeout_seconds: float = 3.0  # PDFBATCH_CALLBACK_TIMEOUT_SECONDS
+    callback_slow_timeout_seconds: float = 10.0  # PDFBATCH_CALLBACK_SLOW_TIMEOUT_SECONDS
+    callback_slow_queue_url: str = ""  # PDFBATCH_CALLBACK_SLOW_QUEUE_URL
+    callback_slow_queue_arn: str = ""  # PDFBATCH_CALLBACK_SLOW_QUEUE_ARN (tells a slow-lane record)
     # PDFBATCH_PROCESS_OVERLAP (default on): process_pdf overlaps a file's S3 waits with its neighbours'
     # reading (services/overlap.py); off, each file of an invocation runs start to end before the next.
     process_overlap: bool = True
@@ -186,7 +191,10 @@ class Settings:
             callback_attempts=max(1, _int(e, "PDFBATCH_CALLBACK_ATTEMPTS", 8)),
             callback_retry_base_seconds=_int(e, "PDFBATCH_CALLBACK_RETRY_BASE_SECONDS", 30),
             callback_retry_max_seconds=_int(e, "PDFBATCH_CALLBACK_RETRY_MAX_SECONDS", 3600),
-            callback_timeout_seconds=_float(e, "PDFBATCH_CALLBACK_TIMEOUT_SECONDS", 10.0),
+            callback_timeout_seconds=_float(e, "PDFBATCH_CALLBACK_TIMEOUT_SECONDS", 3.0),
+            callback_slow_timeout_seconds=_float(e, "PDFBATCH_CALLBACK_SLOW_TIMEOUT_SECONDS", 10.0),
+            callback_slow_queue_url=e.get("PDFBATCH_CALLBACK_SLOW_QUEUE_URL", ""),
+            callback_slow_queue_arn=e.get("PDFBATCH_CALLBACK_SLOW_QUEUE_ARN", ""),
             process_overlap=_bool(e, "PDFBATCH_PROCESS_OVERLAP", default=True),
             inject_latency=_bool(e, "PDFBATCH_INJECT_LATENCY"),
             limits=limits,

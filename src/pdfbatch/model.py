@@ -49,11 +49,13 @@ class Reason(enum.StrEnum):
     MISSING_OBJECT = "missing_object"  # the staged copy was gone (expired or deleted)
     USERS_TABLE_ERROR = "users_table_error"  # the users table cannot be read as configured (never retried)
     ZIP_REPLACED = "zip_replaced"  # the upload was overwritten before this entry was read (no versions)
+    NESTED_TOO_DEEP = "nested_too_deep"  # a ZIP inside a nested ZIP: only one level of nesting is read
     # ignored (not counted)
     DIRECTORY = "directory"
     MACOS_METADATA = "macos_metadata"
     HIDDEN_FILE = "hidden_file"
     NOT_PDF = "not_pdf"
+    NESTED_ZIP = "nested_zip"  # a ZIP inside the ZIP: its entries are entries of the batch (inner.zip/cv.pdf)
 
 
 REASON_OUTCOME: dict[str, str] = {
@@ -76,10 +78,12 @@ REASON_OUTCOME: dict[str, str] = {
     Reason.MISSING_OBJECT: Outcome.FAILED,
     Reason.USERS_TABLE_ERROR: Outcome.FAILED,
     Reason.ZIP_REPLACED: Outcome.FAILED,
+    Reason.NESTED_TOO_DEEP: Outcome.FAILED,
     Reason.DIRECTORY: IGNORED,
     Reason.MACOS_METADATA: IGNORED,
     Reason.HIDDEN_FILE: IGNORED,
     Reason.NOT_PDF: IGNORED,
+    Reason.NESTED_ZIP: IGNORED,
 }
 
 
@@ -91,6 +95,7 @@ UNSTAGED_REASONS = frozenset(
         Reason.CORRUPT_ENTRY,
         Reason.UNSUPPORTED_COMPRESSION,
         Reason.ZIP_REPLACED,
+        Reason.NESTED_TOO_DEEP,
     }
 )
 
@@ -281,6 +286,8 @@ REASON_TEXT: dict[str, str] = {
     Reason.MACOS_METADATA: "macOS metadata, not a document",
     Reason.HIDDEN_FILE: "a hidden file",
     Reason.NOT_PDF: "not a PDF",
+    Reason.NESTED_ZIP: "a ZIP inside the ZIP: the entries in it are listed on their own, as zip/name",
+    Reason.NESTED_TOO_DEEP: "a ZIP inside a ZIP inside the ZIP: only one level of nesting is opened",
 }
 
 BATCH_REASON_TEXT: dict[str, str] = {

@@ -219,6 +219,18 @@ class WorkQueue(Protocol):
         ...
 
 
+class MessageQueue(Protocol):
+    """A queue of JSON messages (the slow callback lane): send one, back a received one off."""
+
+    def send_json(self, message: Mapping[str, Any], delay_seconds: int = 0) -> None:
+        """Send one JSON message, delivered after ``delay_seconds`` (at most 900, SQS's limit)."""
+        ...
+
+    def change_visibility(self, receipt_handle: str, delay_seconds: int) -> None:
+        """Make a received message visible again after ``delay_seconds`` (0: now); ChangeMessageVisibility."""
+        ...
+
+
 class Users(Protocol):
     """Read access to the customer's users table."""
 

@@ -342,3 +342,122 @@ def test_a_zip_dropped_under_a_tenants_prefix_is_delivered_to_the_tenants_defaul
             assert f"secret-{run}" not in text and "tenant-hook" not in text, group
     finally:
         receiver.close()
+
+
+class Trickle:
+    """A receiver that reads the request, then sends its answer one byte every 2 s (each read is quick)."""
+
+    def __init__(self) -> None:
+        import socket
+
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.listener.settimeout(0.2)
+        self.port = self.listener.getsockname()[1]
+        self.stop = threading.Event()
+        self.requests = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
+
+    def _trickle(self, conn: Any) -> None:
+        with conn:
+            conn.settimeout(10)
+            got = b""
+            try:
+                while b"\r\n\r\n" not in got:
+                    got += conn.recv(65536) or b"\r\n\r\n"
+                self.requests += 1
+                for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n":
+                    conn.sendall(bytes([byte]))
+                    if self.stop.wait(2.0):
+                        return
+            except OSError:
+                return  # the deliverer gave up at its deadline
+
+    def close(self) -> None:
+        self.stop.set()
+        self.listener.close()
+
+
+def test_four_slow_receivers_do_not_delay_an_honest_tenants_callback(
+    stack: dict[str, Any], tmp_path: Path
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+    from datetime import datetime
+
+    env, conn = stack["env"], stack["db"]
+    secret = _secret(stack)
+    slow = [Trickle() for _ in range(4)]
+    honest = Receiver(secret, free_port(), answers=[])
+    arrived: dict[str, float] = {}
+    receive = honest.receive
+
+    def timed(headers: dict[str, str], body: bytes, path: str = "/") -> int:
+        status = receive(headers, body, path)
+        arrived.setdefault(json.loads(body)["batchId"], time.time())
+        return status
+
+    honest.receive = timed  # type: ignore[method-assign]
+    corpus = samples.Corpus()
+    corpus.add("notes.txt", b"nothing to link")
+    path = tmp_path / "small.zip"
+    corpus.write_zip(path)
+
+    def upload(url: str) -> str:
+        done = run_cli(env, "upload", str(path), "--callback-url", url, "--wait", "--json")
+        assert done.returncode == 0, done.stderr[-3000:]
+        return str(json.loads(done.stdout)["batchId"])
+
+    def late_of(batch_id: str) -> float:
+        body = json.loads(next(b for b in honest.deliveries.values() if json.loads(b)["batchId"] == batch_id))
+        at = body["completedAt"]
+        ended = float(at) if isinstance(at, int | float) else datetime.fromisoformat(at).timestamp()
+        return arrived[batch_id] - ended
+
+    try:
+        # GIVEN a deliverer that is warm (two honest deliveries first: a cold start is not what is measured)
+        with ThreadPoolExecutor(2) as pool:
+            warm = list(pool.map(upload, [f"http://127.0.0.1:{honest.port}/hook"] * 2))
+        _until(lambda: all(b in arrived for b in warm), timeout=60, interval=0.05)
+        print("warm-up callbacks " + ", ".join(f"{late_of(b):.1f} s" for b in warm) + " after their batch")
+        # AND four batches whose receivers trickle their answer, a byte every 2 s, ending with an honest
+        # tenant's batch: all five deliveries queued together
+        with ThreadPoolExecutor(5) as pool:
+            slow_ids = [pool.submit(upload, f"http://127.0.0.1:{t.port}/in") for t in slow]
+            time.sleep(0.5)
+            honest_id = pool.submit(upload, f"http://127.0.0.1:{honest.port}/hook").result()
+            slow_batches = [f.result() for f in slow_ids]
+        # WHEN the deliverer works through them
+        _until(lambda: honest_id in arrived, timeout=60, interval=0.05)
+        # THEN the honest callback came within ~6 s of its batch ending (it was 58 s with one deadline per
+        # read and one delivery at a time)
+        late = late_of(honest_id)
+        print(f"honest callback {late:.1f} s after its batch ended")
+        assert late < 6.5, late
+
+        # AND each slow receiver's first attempt ended at the fast lane's deadline, recorded as a timeout
+        def first_attempts() -> list[tuple[Any, ...]] | None:
+            with conn.cursor() as cur:
+                cur.execute(
+                    "SELECT batch_id, attempt, error, duration_ms FROM pdfbatch_callback_attempts "
+                    "WHERE batch_id IN (%s, %s, %s, %s) AND attempt = 1 AND duration_ms IS NOT NULL",
+                    tuple(slow_batches),
+                )
+                rows = list(cur.fetchall())
+            return rows if len(rows) == 4 else None
+
+        rows = _until(first_attempts, timeout=60, interval=0.5)
+        assert all(error == "timeout" and duration < 4500 for _, _, error, duration in rows), rows
+        assert all(t.requests >= 1 for t in slow)
+    finally:
+        honest.close()
+        for t in slow:
+            t.close()

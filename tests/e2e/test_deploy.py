@@ -368,7 +368,7 @@ def test_the_alarms_and_the_dashboard_exist_on_the_stack(stack: dict[str, Any], 
     assert {a["AlarmArn"] for a in alarms.values()} == set(alarm_widget["properties"]["alarms"])
 
 
-def test_deliver_callbacks_polls_its_queue_with_the_signing_secret_and_concurrency_2(
+def test_deliver_callbacks_polls_both_lanes_with_the_signing_secret_and_concurrency_2_each(
     stack: dict[str, Any], aws: Any
 ) -> None:
     out, lam, sqs = stack["outputs"], aws("lambda"), aws("sqs")
@@ -380,12 +380,18 @@ def test_deliver_callbacks_polls_its_queue_with_the_signing_secret_and_concurren
         "Variables"
     ]
     assert "PDFBATCH_CALLBACK_SECRET" not in status
-    assert lam.get_function_concurrency(FunctionName=name)["ReservedConcurrentExecutions"] == 2
-    queue_arn = sqs.get_queue_attributes(QueueUrl=out["CallbackQueueUrl"], AttributeNames=["QueueArn"])[
-        "Attributes"
-    ]["QueueArn"]
-    (mapping,) = lam.list_event_source_mappings(FunctionName=name)["EventSourceMappings"]
-    assert mapping["EventSourceArn"] == queue_arn and mapping["BatchSize"] == 1
+    assert lam.get_function_concurrency(FunctionName=name)["ReservedConcurrentExecutions"] == 4
+
+    def arn(url: str) -> str:
+        return str(
+            sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        )
+
+    queue_arn, slow_arn = arn(out["CallbackQueueUrl"]), arn(out["SlowCallbackQueueUrl"])
+    assert env["PDFBATCH_CALLBACK_SLOW_QUEUE_URL"] == out["SlowCallbackQueueUrl"]
+    assert env["PDFBATCH_CALLBACK_SLOW_QUEUE_ARN"] == slow_arn
+    mappings = lam.list_event_source_mappings(FunctionName=name)["EventSourceMappings"]
+    assert {(m["EventSourceArn"], m["BatchSize"]) for m in mappings} == {(queue_arn, 10), (slow_arn, 1)}
     redrive = json.loads(
         sqs.get_queue_attributes(QueueUrl=out["CallbackQueueUrl"], AttributeNames=["RedrivePolicy"])[
             "Attributes"

@@ -8,6 +8,7 @@ import json
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -313,3 +314,84 @@ def test_https_sends_the_name_as_sni_and_checks_the_certificate_against_it(tmp_p
     assert wrong.status is None and wrong.error is not None and wrong.error.startswith("tls:")
     assert names[0] == "receiver.test" and "other.test" in names
     assert len(server.got) == 1 and server.got[0]["host"] == f"receiver.test:{port}"
+
+
+class Trickle:
+    """A receiver on 127.0.0.1 that reads the request, then sends its answer one byte every ``every`` s."""
+
+    def __init__(self, every: float = 2.0) -> None:
+        self.every = every
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(4)
+        self.port = self.listener.getsockname()[1]
+        self.stop = threading.Event()
+        self.requests = 0
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        self.listener.settimeout(0.2)
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(5)
+                got = b""
+                while b"\r\n\r\n" not in got:
+                    got += conn.recv(65536)
+                self.requests += 1
+                try:
+                    for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n":
+                        conn.sendall(bytes([byte]))
+                        if self.stop.wait(self.every):
+                            return
+                except OSError:
+                    continue  # the client gave up: next one
+
+    def __enter__(self) -> Trickle:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(5)
+        self.listener.close()
+
+
+def test_a_receiver_trickling_its_status_line_is_cut_at_the_attempt_deadline() -> None:
+    # GIVEN a receiver that sends its status line one byte every 2 s (each read well inside any timeout)
+    with Trickle(every=2.0) as slow:
+        target = callbacks.Target("http", "127.0.0.1", slow.port, "/", ("127.0.0.1",))
+        # WHEN one POST is made with a 3 s deadline
+        started = time.monotonic()
+        result = post(target, b"{}", {}, timeout=3)
+        took = time.monotonic() - started
+    # THEN it ends at the deadline (not at the 40 s the answer would take), as a timeout
+    assert (result.status, result.error, result.delivered) == (None, "timeout", False)
+    assert 2.9 <= took < 4.0
+    assert 2900 <= result.duration_ms < 4000
+
+
+def test_an_attempt_cut_at_its_deadline_is_recorded_and_retried_later(cb_deps: Deps) -> None:
+    # GIVEN a finished batch whose receiver trickles its answer, and a 3 s deadline per attempt
+    with Trickle(every=2.0) as slow:
+        batch_id, message = _finished_batch(cb_deps, f"http://127.0.0.1:{slow.port}/hook")
+        # WHEN its first attempt runs
+        started = time.monotonic()
+        with pytest.raises(service.DeliveryFailed, match="timeout"):
+            service.deliver(cb_deps, message, 1, "rh")
+        took = time.monotonic() - started
+    # THEN the attempt ended at its deadline, its outcome is recorded (counted, reason timeout), and the
+    # next attempt is scheduled after the backoff
+    assert took < 4.5
+    log = cb_deps.callbacks
+    assert log is not None
+    rows = log.attempts(batch_id)
+    assert [(a.attempt, a.http_status, a.error) for a in rows] == [(1, None, "timeout")]
+    assert rows[0].duration_ms is not None and 2900 <= rows[0].duration_ms < 4500
+    queue: Any = cb_deps.queue
+    assert queue.delays == [service.retry_delay(cb_deps.settings, 1)]
+    state = service.state_of(f"http://127.0.0.1:{slow.port}/hook", rows)
+    assert (state["state"], state["attempts"], state["lastError"]) == ("failing", 1, "timeout")

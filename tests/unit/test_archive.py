@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import random
 import subprocess
 import sys
 import textwrap
@@ -26,6 +27,7 @@ from fixtures.zips import (
     LZMA,
     STORED,
     TRICKY,
+    TRICKY_NESTED,
     GiB,
     MiB,
     RawEntry,
@@ -100,14 +102,17 @@ def test_every_odd_name_is_classified_and_kept_exactly_as_written() -> None:
     # WHEN it is inspected
     plan = plan_of(data)
 
-    # THEN each entry has the kind and reason of the table, in central directory order
-    assert [e.index for e in plan.entries] == list(range(len(TRICKY)))
-    for entry, (name, _, kind, reason) in zip(plan.entries, TRICKY, strict=True):
+    # THEN each entry has the kind and reason of the table, in central directory order, and the nested
+    # ZIP's entries follow them
+    assert [e.index for e in plan.entries] == list(range(len(TRICKY) + len(TRICKY_NESTED)))
+    for entry, (name, _, kind, reason) in zip(plan.entries, TRICKY, strict=False):
         shown = name.decode("cp437") if isinstance(name, bytes) else name
         assert (entry.name, entry.kind, entry.reason) == (shown, kind, reason)
+    assert [(e.index, e.name, e.kind, e.reason) for e in plan.entries[len(TRICKY) :]] == TRICKY_NESTED
     # AND only PDF entries count; the rest are listed
-    assert plan.total_files == len(plan.pdf_entries) == sum(1 for row in TRICKY if row[2] == "pdf")
-    assert len(plan.ignored) == sum(1 for row in TRICKY if row[2] == "ignored")
+    everything = [row[2] for row in TRICKY] + [row[2] for row in TRICKY_NESTED]
+    assert plan.total_files == len(plan.pdf_entries) == everything.count("pdf")
+    assert len(plan.ignored) == everything.count("ignored")
     assert set(plan.entries) == set(plan.pdf_entries) | set(plan.ignored)
 
 
@@ -267,12 +272,13 @@ def test_too_many_entries_is_found_before_zipfile_parses_the_directory() -> None
 def test_pdf_over_max_pdf_bytes_fails_too_large_and_others_go_on() -> None:
     # GIVEN a 2 MiB PDF (hard to compress) next to a small one, and a 1 MiB limit
     big = pdf_bytes() + os.urandom(2 * MiB)
-    data = make_zip([("big.pdf", big), ("small.pdf", pdf_bytes()), ("big.txt", big)])
+    data = make_zip([("big.pdf", big), ("small.pdf", pdf_bytes()), ("big.txt", b"text " + big)])
 
     # WHEN inspected
     plan = plan_of(data, Limits(max_pdf_bytes=MiB))
 
     # THEN the big PDF is counted as failed too_large; the small one is fine; non-PDFs are not judged
+    # (big.txt's bytes are no PDF: as a PDF not named .pdf, it would be too_large as well)
     assert by_name(plan, "big.pdf").reason == Reason.TOO_LARGE
     assert by_name(plan, "small.pdf").reason is None
     assert by_name(plan, "big.txt").reason == Reason.NOT_PDF
@@ -662,6 +668,249 @@ def test_reading_a_200mb_zip_member_by_member_keeps_memory_flat(tmp_path: Path) 
     assert growth < 48 * MiB
 
 
+# --- PDFs by their bytes, and nested ZIPs ----------------------------------------------------------
+
+
+def test_entry_whose_bytes_are_a_pdf_is_read_whatever_its_name() -> None:
+    # GIVEN a ZIP with a PDF named without .pdf (stored and deflated), a text file and a PDF-named text
+    entries = [
+        RawEntry("resume", pdf_bytes("resume"), STORED),
+        RawEntry("cv.bak", pdf_bytes("bak"), DEFLATED),
+        RawEntry("notes.txt", b"hello, not a pdf", DEFLATED),
+        RawEntry("fake.pdf", b"hello, trusted by name", DEFLATED),
+    ]
+
+    # WHEN it is inspected and its PDF entries read
+    with open_archive(io.BytesIO(raw_zip(entries)), LIMITS) as opened:
+        plan = opened.plan
+        contents = {e.name: opened.read(e) for e in plan.pdf_entries}
+
+    # THEN the bytes decide for names that say nothing, and a .pdf name is trusted (read, then judged)
+    assert [(e.name, e.kind, e.reason) for e in plan.entries] == [
+        ("resume", "pdf", None),
+        ("cv.bak", "pdf", None),
+        ("notes.txt", "ignored", Reason.NOT_PDF),
+        ("fake.pdf", "pdf", None),
+    ]
+    assert contents == {
+        "resume": pdf_bytes("resume"),
+        "cv.bak": pdf_bytes("bak"),
+        "fake.pdf": b"hello, trusted by name",
+    }
+
+
+def test_a_pdf_without_its_name_is_held_to_the_same_limits() -> None:
+    # GIVEN an unnamed PDF over max_pdf_bytes and an encrypted one (whose bytes cannot be looked at)
+    big = pdf_bytes("big") + b" " * 5000
+    data = raw_zip([RawEntry("big", big, STORED), RawEntry("secret", pdf_bytes("s"), flags=0x1)])
+
+    # WHEN inspected with a 1 KiB PDF limit
+    plan = plan_of(data, Limits(max_pdf_bytes=1024))
+
+    # THEN the big one is a PDF refused too_large, and the encrypted one is no PDF anyone can tell
+    assert [(e.name, e.kind, e.reason) for e in plan.entries] == [
+        ("big", "pdf", Reason.TOO_LARGE),
+        ("secret", "ignored", Reason.NOT_PDF),
+    ]
+
+
+def _dept_zip() -> bytes:
+    deeper = make_zip([("lost.pdf", pdf_bytes("lost"))])
+    return make_zip(
+        [
+            ("cv.pdf", pdf_bytes("cv")),
+            ("notes.txt", b"hello"),
+            ("resume", pdf_bytes("unnamed")),
+            ("deeper.zip", deeper),
+            ("folder/", b""),
+        ]
+    )
+
+
+def test_pdfs_in_a_nested_zip_are_read_with_their_path_and_deeper_zips_are_failed() -> None:
+    # GIVEN a ZIP holding a PDF and a department ZIP, itself holding PDFs, a text, a folder and a ZIP
+    data = make_zip([("a.pdf", pdf_bytes("a")), ("dept.zip", _dept_zip())])
+
+    # WHEN it is inspected and every readable PDF entry read
+    with open_archive(io.BytesIO(data), LIMITS) as opened:
+        plan = opened.plan
+        contents = {e.name: opened.read(e) for e in plan.pdf_entries if e.reason is None}
+        deeper = rejected_reason(lambda: opened.read(by_name(plan, "dept.zip/deeper.zip")))
+
+    # THEN the nested ZIP is listed, its entries follow the outer ones with their path, one level only
+    assert [(e.index, e.name, e.kind, e.reason) for e in plan.entries] == [
+        (0, "a.pdf", "pdf", None),
+        (1, "dept.zip", "ignored", Reason.NESTED_ZIP),
+        (2, "dept.zip/cv.pdf", "pdf", None),
+        (3, "dept.zip/notes.txt", "ignored", Reason.NOT_PDF),
+        (4, "dept.zip/resume", "pdf", None),
+        (5, "dept.zip/deeper.zip", "pdf", Reason.NESTED_TOO_DEEP),
+        (6, "dept.zip/folder/", "ignored", Reason.DIRECTORY),
+    ]
+    assert by_name(plan, "dept.zip/cv.pdf").raw_name == b"dept.zip/cv.pdf"
+    assert contents == {
+        "a.pdf": pdf_bytes("a"),
+        "dept.zip/cv.pdf": pdf_bytes("cv"),
+        "dept.zip/resume": pdf_bytes("unnamed"),
+    }
+    # AND an entry that failed at inspection cannot be opened
+    assert deeper == "nested_too_deep"
+
+
+def test_nested_entries_count_towards_max_entries() -> None:
+    # GIVEN a ZIP of 2 entries whose nested ZIP holds 5 (7 entries in all)
+    data = make_zip([("a.pdf", pdf_bytes("a")), ("dept.zip", _dept_zip())])
+
+    # WHEN inspected under a limit of 6, then of 7
+    # THEN the batch is refused at 6, as for 7 entries in one ZIP, and read at 7
+    assert rejected_reason(lambda: plan_of(data, Limits(max_entries=6))) == "too_many_entries"
+    assert plan_of(data, Limits(max_entries=7)).total_files == 4
+
+
+def test_nested_ratio_is_measured_over_the_outer_compressed_bytes() -> None:
+    # GIVEN a nested ZIP that compresses a few times over (a stored entry of four letters), holding a PDF
+    # that does too (four letters, deflated)
+    rng = random.Random(24)
+    letters = bytes(rng.choice(b"acgt") for _ in range(40_000))
+    inner = raw_zip(
+        [
+            RawEntry("cv.pdf", pdf_bytes("cv") + letters[:20_000], DEFLATED),
+            RawEntry("pad.txt", letters, STORED),
+        ]
+    )
+    data = make_zip([("dept.zip", inner)], DEFLATED)
+    plan = plan_of(data)
+    outer, cv = by_name(plan, "dept.zip"), by_name(plan, "dept.zip/cv.pdf")
+    r_outer = outer.file_size / outer.compressed_size
+    r_inner = cv.file_size / cv.compressed_size
+    assert r_outer > 1.5 and r_inner > 1.5 and cv.reason is None
+
+    # WHEN the ratio limit is above each ratio on its own, but below their product
+    limits = Limits(max_ratio=max(r_outer, r_inner) * 1.01)
+    assert limits.max_ratio < r_outer * r_inner
+    with open_archive(io.BytesIO(data), limits) as opened:
+        cv = by_name(opened.plan, "dept.zip/cv.pdf")
+
+        # THEN the nested ZIP is opened, and its PDF is too_large, as it would be if it were not nested
+        assert by_name(opened.plan, "dept.zip").reason == Reason.NESTED_ZIP
+        assert cv.reason == Reason.TOO_LARGE
+        assert rejected_reason(lambda: opened.read(cv)) == "too_large"
+
+
+@pytest.mark.parametrize(
+    ("inner", "reason"),
+    [
+        (b"PK\x03\x04 not a zip after all" * 4, Reason.CORRUPT_ENTRY),
+        (make_zip([("a.pdf", pdf_bytes("a"))])[:-30], Reason.CORRUPT_ENTRY),
+    ],
+    ids=["garbage_after_header", "truncated"],
+)
+def test_a_nested_zip_that_cannot_be_read_is_a_failed_entry(inner: bytes, reason: Reason) -> None:
+    # GIVEN a ZIP holding what starts as a ZIP but is not a readable one
+    data = make_zip([("a.pdf", pdf_bytes("a")), ("dept.zip", inner)])
+
+    # WHEN inspected
+    plan = plan_of(data)
+
+    # THEN it counts as a failed entry (its PDFs would otherwise vanish unsaid) and the rest goes on
+    assert [(e.name, e.kind, e.reason) for e in plan.entries] == [
+        ("a.pdf", "pdf", None),
+        ("dept.zip", "pdf", reason),
+    ]
+
+
+def test_a_document_that_is_a_zip_by_its_bytes_is_not_opened() -> None:
+    # GIVEN a Word file (a ZIP by its bytes, holding a PDF even) and a damaged one
+    docx = make_zip([("word/document.xml", b"<w:document/>"), ("word/media/cv.pdf", pdf_bytes("in"))])
+    data = make_zip([("cv.docx", docx), ("notes/summary.docx", b"PK\x03\x04 not really a document")])
+
+    # WHEN inspected
+    plan = plan_of(data)
+
+    # THEN both are documents of their own: listed not_pdf, nothing inside them becomes an entry
+    assert [(e.name, e.kind, e.reason) for e in plan.entries] == [
+        ("cv.docx", "ignored", Reason.NOT_PDF),
+        ("notes/summary.docx", "ignored", Reason.NOT_PDF),
+    ]
+
+
+def test_a_nested_zip_over_max_pdf_bytes_is_never_inflated() -> None:
+    # GIVEN a nested ZIP of 4 KiB and a 1 KiB entry limit
+    data = make_zip([("dept.zip", make_zip([("cv.pdf", pdf_bytes("cv") + os.urandom(4096))], STORED))])
+
+    # WHEN inspected
+    plan = plan_of(data, Limits(max_pdf_bytes=1024))
+
+    # THEN it fails too_large as a PDF of that size would, and none of its entries are listed
+    assert [(e.name, e.kind, e.reason) for e in plan.entries] == [("dept.zip", "pdf", Reason.TOO_LARGE)]
+
+
+# A ZIP tree: a leaf is ("pdf" | "text", name), a node is ("zip", name, children).
+_LEAF_NAMES = st.sampled_from(["cv.pdf", "CV.PDF", "resume", "notes.txt", "x.zip", "a/b.pdf", "日本.bin"])
+_TREES = st.recursive(
+    st.tuples(st.sampled_from(["pdf", "text"]), _LEAF_NAMES),
+    lambda kids: st.tuples(
+        st.just("zip"), st.sampled_from(["dept.zip", "more", "x.ZIP"]), st.lists(kids, max_size=4)
+    ),
+    max_leaves=14,
+)
+
+
+def _build(nodes: list[tuple], method: int) -> bytes:
+    out = []
+    for i, node in enumerate(nodes):
+        kind, name = node[0], node[1]
+        if kind == "zip":
+            data = _build(node[2], method)
+        else:
+            data = pdf_bytes(f"{name}{i}") if kind == "pdf" else b"plain text " + name.encode()
+        out.append(RawEntry(name, data, method))
+    return raw_zip(out)
+
+
+def _expect(nodes: list[tuple], depth: int, prefix: str) -> list[tuple[str, str, str | None]]:
+    """The oracle, from the tree alone: (path, kind, reason) of every entry, in the rule's order."""
+    here: list[tuple[str, str, str | None]] = []
+    later: list[tuple[str, str, str | None]] = []
+    for node in nodes:
+        kind, name = node[0], prefix + node[1]
+        named_pdf = node[1].lower().endswith(".pdf")
+        if kind == "pdf" or named_pdf:
+            here.append((name, "pdf", None))  # a PDF by its bytes, or trusted by its name
+        elif kind == "text" or not node[1].lower().endswith(".zip"):
+            here.append((name, "ignored", "not_pdf"))  # a ZIP not named .zip: a .docx, say
+        elif depth == 0:
+            here.append((name, "ignored", "nested_zip"))
+            later += _expect(node[2], 1, name + "/")
+        else:
+            here.append((name, "pdf", "nested_too_deep"))
+    return here + later
+
+
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tree=st.lists(_TREES, max_size=6), method=st.sampled_from([STORED, DEFLATED]))
+def test_any_zip_tree_gives_each_entry_one_outcome_to_depth_one_and_nested_too_deep_below(
+    tree: list[tuple], method: int
+) -> None:
+    # GIVEN a ZIP of PDFs, texts and ZIPs nested to any depth, named truthfully or not (a ZIP is opened
+    # only when named .zip)
+    data = _build(tree, method)
+
+    # WHEN it is inspected and every readable PDF entry read
+    with open_archive(io.BytesIO(data), LIMITS) as opened:
+        plan = opened.plan
+        contents = [opened.read(e) for e in plan.pdf_entries if e.reason is None]
+
+    # THEN every entry to depth one is there once, with its path; a ZIP deeper is one failed entry
+    expected = _expect(tree, 0, "")
+    assert [(e.name, e.kind, e.reason) for e in plan.entries] == expected
+    assert [e.index for e in plan.entries] == list(range(len(expected)))
+    # AND the totals are those of the tree, and each readable entry reads back
+    assert plan.total_files == sum(1 for _, kind, _ in expected if kind == "pdf")
+    assert len(plan.ignored) == sum(1 for _, kind, _ in expected if kind == "ignored")
+    assert len(contents) == sum(1 for _, kind, reason in expected if kind == "pdf" and reason is None)
+
+
 # --- Properties -----------------------------------------------------------------------------------
 
 _TOKENS = st.sampled_from(
@@ -672,10 +921,11 @@ _NAMES = st.one_of(st.lists(_TOKENS, max_size=8).map("".join), st.text(max_size=
 
 
 def _counted(name: str) -> bool:
-    """Independent statement of the rule: a .pdf basename that is not metadata, hidden or a dir."""
+    """Independent statement of the rule for an entry whose bytes are a PDF: any name but a folder's,
+    metadata's or a hidden file's (a .pdf name is not needed: the bytes say PDF)."""
     parts = name.replace("\\", "/").split("/")
     base = parts[-1]
-    return base.lower().endswith(".pdf") and not base.startswith(".") and "__MACOSX" not in parts
+    return not name.endswith(("/", "\\")) and not base.startswith(".") and "__MACOSX" not in parts
 
 
 @settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -687,7 +937,7 @@ def test_any_entry_list_counts_each_pdf_entry_exactly_once(names: list[str], met
     # WHEN inspected
     plan = plan_of(data)
 
-    # THEN indices are 0..n-1, names are kept, and exactly the .pdf non-metadata entries count
+    # THEN indices are 0..n-1, names are kept, and exactly the non-metadata, non-folder entries count
     assert [e.index for e in plan.entries] == list(range(len(names)))
     assert [e.name for e in plan.entries] == names
     assert [e.index for e in plan.pdf_entries] == [i for i, n in enumerate(names) if _counted(n)]

@@ -642,3 +642,142 @@ def test_the_handler_drops_a_malformed_message_and_reports_a_failed_delivery_for
     assert [(r.attempt, r.http_status, r.error) for r in log.attempts(batch_id)] == [
         (2, None, "ConnectionRefusedError")
     ]
+
+
+class SlowLane:
+    """The slow callback lane's queue: what was moved to it, and its backoffs."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[dict[str, Any], int]] = []
+        self.delays: list[int] = []
+
+    def send_json(self, message: Any, delay_seconds: int = 0) -> None:
+        self.sent.append((dict(message), delay_seconds))
+
+    def change_visibility(self, receipt_handle: str, delay_seconds: int) -> None:
+        self.delays.append(delay_seconds)
+
+
+def test_a_timeout_on_the_fast_lane_is_recorded_and_the_delivery_goes_on_on_the_slow_lane(
+    local: Deps,
+) -> None:
+    # GIVEN a finished batch whose receiver times out twice, then answers, and both lanes
+    slow = SlowLane()
+    deps = replace(local, slow_callbacks=slow)
+    batch_id, event = _finished_batch(deps)
+    clock: Any = deps.clock
+    receiver = Receiver(clock, ["timeout", "timeout", 200])
+    deadlines: list[float] = []
+
+    def post(target: callbacks.Target, body: bytes, headers: dict[str, str], timeout: float) -> PostResult:
+        deadlines.append(timeout)
+        return receiver(target, body, headers, timeout)
+
+    message = service.parse_message(json.dumps(event))
+    # WHEN its first attempt (fast lane) times out
+    assert service.deliver(deps, message, 1, "rh", post=post) == "moved_to_slow_lane"
+    # THEN it is recorded, the fast queue's message is done (no backoff there), and the delivery is queued
+    # on the slow lane after the first backoff, with its attempt count
+    fast: Any = deps.queue
+    assert fast.delays == []
+    ((moved, delay),) = slow.sent
+    assert delay == 30 and moved["attemptsBefore"] == 1 and moved["deliveryId"] == message.delivery_id
+    # WHEN the slow lane receives it twice (a timeout, then a 2xx)
+    again = service.parse_message(json.dumps(moved))
+    assert (again.kind, again.attempts_before) == (message.kind, 1)
+    with pytest.raises(service.DeliveryFailed, match="timeout"):
+        service.deliver(deps, again, 1, "rh2", post=post, lane=service.SLOW)
+    assert service.deliver(deps, again, 2, "rh2", post=post, lane=service.SLOW) == "delivered"
+    # THEN attempt numbers go on across lanes, the slow lane backs off on its own queue, and each attempt
+    # had its lane's deadline (3 s fast, 10 s slow)
+    log: Any = deps.callbacks
+    assert [(r.attempt, r.http_status, r.error) for r in log.attempts(batch_id)] == [
+        (1, None, "timeout"),
+        (2, None, "timeout"),
+        (3, 200, None),
+    ]
+    assert slow.delays == [60] and fast.delays == []
+    assert deadlines == [3.0, 10.0, 10.0]
+
+
+def test_without_a_slow_lane_a_timeout_backs_off_like_any_failure(local: Deps) -> None:
+    # GIVEN a deployment with one lane only, and a receiver that times out
+    batch_id, event = _finished_batch(local)
+    receiver = Receiver(local.clock, ["timeout"])  # type: ignore[arg-type]
+    message = service.parse_message(json.dumps(event))
+    # WHEN the attempt runs THEN it is recorded and the message backed off on its queue
+    with pytest.raises(service.DeliveryFailed, match="timeout"):
+        service.deliver(local, message, 1, "rh", post=receiver)
+    queue: Any = local.queue
+    assert queue.delays == [30]
+    log: Any = local.callbacks
+    assert [(r.attempt, r.error) for r in log.attempts(batch_id)] == [(1, "timeout")]
+
+
+def test_one_invocation_delivers_its_records_side_by_side_and_routes_each_to_its_lane(
+    local: Deps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+    import time
+
+    from fixtures.events import sqs_record
+    from pdfbatch.adapters import webhook
+
+    # GIVEN four finished batches, and receivers that each use a whole 1 s deadline before answering
+    slow_arn = "arn:aws:sqs:us-east-1:000000000000:slow-callbacks"
+    slow = SlowLane()
+    deps = replace(local, slow_callbacks=slow)
+    deps = replace(deps, settings=replace(deps.settings, callback_slow_queue_arn=slow_arn))
+    events = [_finished_batch(deps)[1] for _ in range(4)]
+    busy: list[int] = []
+    lock = threading.Lock()
+    seen: list[float] = []
+
+    def post(target: callbacks.Target, body: bytes, headers: dict[str, str], timeout: float) -> PostResult:
+        with lock:
+            busy.append(len(busy) + 1)
+            seen.append(timeout)
+        time.sleep(1.0)
+        return PostResult(None, "timeout", 1000)
+
+    monkeypatch.setattr(webhook, "post", post)
+    bootstrap.override(deps)
+    attrs = {"ApproximateReceiveCount": "1", "SentTimestamp": "1"}
+    records = [sqs_record(json.dumps(e), attrs) for e in events[:3]]
+    records.append(sqs_record(json.dumps(events[3]), attrs, arn=slow_arn))
+    handler = load_handler("deliver_callbacks")
+    # WHEN one invocation gets all four
+    started = time.monotonic()
+    answer = handler.handler({"Records": records}, Context())
+    took = time.monotonic() - started
+    # THEN they ran side by side (about one deadline in all, not four), each with its lane's deadline:
+    # the three fast ones moved to the slow lane (done on theirs), the slow one failed and backed off there
+    assert took < 2.5, took
+    assert sorted(seen) == [
+        deps.settings.callback_timeout_seconds,
+        deps.settings.callback_timeout_seconds,
+        deps.settings.callback_timeout_seconds,
+        deps.settings.callback_slow_timeout_seconds,
+    ]
+    assert answer == {"batchItemFailures": [{"itemIdentifier": records[3]["messageId"]}]}
+    assert len(slow.sent) == 3 and slow.delays == [30]
+
+
+def test_the_slow_lane_queue_sends_one_json_message_with_its_delay_capped_at_sqs_limit(
+    moto_aws: None,
+) -> None:
+    import boto3
+
+    from pdfbatch.adapters.sqs import SqsQueue
+
+    # GIVEN the slow lane's queue on moto's SQS
+    client = boto3.client("sqs", region_name="us-east-1")
+    url = client.create_queue(QueueName="slow-callbacks")["QueueUrl"]
+    # WHEN a delivery is moved to it with a backoff past SQS's 900 s limit, and one with none
+    SqsQueue(client, url).send_json({"batchId": "a" * 32, "attemptsBefore": 1}, 3600)
+    SqsQueue(client, url).send_json({"batchId": "b" * 32, "attemptsBefore": 2}, 0)
+    # THEN both are accepted (the first delayed by at most 900 s), bodies as sent
+    got = client.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert [json.loads(m["Body"]) for m in got] == [{"attemptsBefore": 2, "batchId": "b" * 32}]
+    attrs = client.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesDelayed"])
+    assert attrs["Attributes"]["ApproximateNumberOfMessagesDelayed"] == "1"

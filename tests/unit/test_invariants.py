@@ -9,6 +9,7 @@ import hashlib
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,6 +58,12 @@ def run_batch(deps: Deps, *, leave_linked_copies: bool = False) -> Run:
     ]
     report = staging.stage_zip(deps, upload(deps, make_zip(entries), key=KEY))
     drain(deps)
+    if deps.callbacks is not None:  # its callback: one attempt timed out (recorded), the next delivered
+        started = deps.clock()
+        deps.callbacks.begin_attempt(report.batch_id, "d" * 32, 1, "first", started)
+        deps.callbacks.finish_attempt("d" * 32, 1, None, "timeout", 3000)
+        deps.callbacks.begin_attempt(report.batch_id, "d" * 32, 2, "first", started + 30)
+        deps.callbacks.finish_attempt("d" * 32, 2, 200, None, 12)
     if leave_linked_copies:
         put_back_linked_copies(deps, report.batch_id)
     owners = {
@@ -455,3 +462,28 @@ def test_an_evidence_png_gone_from_under_its_row_is_reported(deps: Deps) -> None
     broken_only(report, "evidence_stored")
     example = report.result("evidence_stored").examples[0]
     assert example["key"] == kept[0] == evidence.key(run.batch_id, example["index"])
+
+
+def test_a_callback_attempt_that_never_recorded_its_outcome_is_reported(deps: Deps) -> None:
+    # GIVEN a batch whose callback's third attempt began and recorded nothing (its deliverer died)
+    run = run_batch(deps)
+    log = deps.callbacks
+    assert log is not None
+    clock: Any = deps.clock
+    log.begin_attempt(run.batch_id, "d" * 32, 3, "first", clock())
+    # WHEN it is checked at once THEN that attempt may still be running: noted, not broken
+    report = verify(deps, run)
+    assert report.ok and "maybe running: 1" in report.result("callbacks_recorded").note
+    # WHEN it is checked after any attempt would have ended THEN it is reported, by batch and attempt
+    clock.advance(61)
+    report = verify(deps, run)
+    broken_only(report, "callbacks_recorded")
+    assert report.result("callbacks_recorded").examples == [
+        {"batchId": run.batch_id, "deliveryId": "d" * 32, "attempt": 3, "problem": "no outcome"}
+    ]
+
+
+def test_without_a_callback_log_callbacks_recorded_is_not_checked(deps: Deps) -> None:
+    run = run_batch(deps)
+    report = verify(replace(deps, callbacks=None), run)
+    assert report.ok and report.result("callbacks_recorded").held is None

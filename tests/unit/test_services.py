@@ -166,6 +166,51 @@ def test_ignored_entries_are_listed_but_never_counted(deps: Deps) -> None:
     ]
 
 
+def test_pdfs_named_otherwise_and_in_a_nested_zip_are_linked_and_each_has_one_outcome(deps: Deps) -> None:
+    # GIVEN a ZIP of a résumé named `resume` and a department ZIP holding two résumés, a text and a ZIP
+    ledger: Any = deps.ledger
+    for email in ("ann@example.com", "bob@example.com", "cy@example.com"):
+        ledger.add_user(email)
+    deeper = make_zip([("lost.pdf", resume("Lost", "lost@example.com"))])
+    dept = make_zip(
+        [
+            ("cv.pdf", resume("Bob", "bob@example.com")),
+            ("notes.txt", b"hello"),
+            ("more.zip", deeper),
+            ("Cy CV", resume("Cy", "cy@example.com")),
+        ]
+    )
+    # WHEN it is staged and processed
+    report = stage(deps, [("resume", resume("Ann", "ann@example.com")), ("dept.zip", dept)])
+    drain(deps)
+    # THEN every PDF to one level deep is linked under its path, the ZIP deeper is failed nested_too_deep,
+    # and the counters agree with the ledger: one outcome per counted entry
+    status = assert_counters_match_ledger(deps, report.batch_id)
+    assert (
+        status["status"],
+        status["totalFiles"],
+        status["linked"],
+        status["failed"],
+        status["ignored"],
+    ) == (
+        "COMPLETED",
+        4,
+        3,
+        1,
+        2,
+    )
+    rows = list(views.iter_all_files(deps, report.batch_id))
+    assert [(r.index, r.name, r.outcome, r.reason) for r in rows] == [
+        (0, "resume", "linked", "matched"),
+        (1, "dept.zip", "ignored", "nested_zip"),
+        (2, "dept.zip/cv.pdf", "linked", "matched"),
+        (3, "dept.zip/notes.txt", "ignored", "not_pdf"),
+        (4, "dept.zip/more.zip", "failed", "nested_too_deep"),
+        (5, "dept.zip/Cy CV", "linked", "matched"),
+    ]
+    assert rows[2].name_hex == b"dept.zip/cv.pdf".hex()
+
+
 def test_one_name_flagged_utf8_with_latin1_bytes_is_processed_and_keeps_its_bytes(deps: Deps) -> None:
     # GIVEN a ZIP whose second entry is flagged UTF-8 but named in Latin-1 (an exporter's bug)
     ledger: Any = deps.ledger
@@ -833,9 +878,10 @@ def test_unknown_or_malformed_batch_id_is_not_found(deps: Deps, batch_id: str) -
 
 
 def test_files_are_paginated_in_entry_order_and_filtered(deps: Deps) -> None:
-    # GIVEN five entries, one of them ignored, two processed
+    # GIVEN five entries, one of them ignored (a text), two processed
     names = ["a.pdf", "b.pdf", "notes.txt", "c.pdf", "d.pdf"]
-    report = stage(deps, [(n, text_pdf("none") if n != "b.pdf" else b"junk") for n in names])
+    content = {"b.pdf": b"junk", "notes.txt": b"some notes"}
+    report = stage(deps, [(n, content.get(n) or text_pdf("none")) for n in names])
     msgs = sorted(receive_all(deps), key=lambda m: m["index"])
     process_all(deps, msgs[:2])
     batch_id = report.batch_id

@@ -312,6 +312,7 @@ def test_sqs_mapping_never_outruns_the_reserved_concurrency(template: dict[str, 
         "UnzipDeadLetterQueue",
         "DeadLetterQueue",
         "CallbackQueue",
+        "SlowCallbackQueue",
         "OcrQueue",
         "OcrDeadLetterQueue",
     }
@@ -319,11 +320,17 @@ def test_sqs_mapping_never_outruns_the_reserved_concurrency(template: dict[str, 
     reserved = number(template, function(template, fn)["ReservedConcurrentExecutions"])
     assert maximum == 5
     assert maximum <= reserved == 5
-    # deliver_callbacks: small on purpose (other people's servers, one MySQL connection each)
-    fn, props = sqs_mapping(template, "CallbackQueue")
-    assert fn == "DeliverCallbacksFunction"
-    maximum = number(template, props["ScalingConfig"]["MaximumConcurrency"])
-    assert maximum <= number(template, function(template, fn)["ReservedConcurrentExecutions"]) == 2
+    # deliver_callbacks: small on purpose (other people's servers, one MySQL connection each), two per
+    # lane, so the slow lane's receivers can never take the fast lane's share of the reservation
+    lanes = [sqs_mapping(template, q) for q in ("CallbackQueue", "SlowCallbackQueue")]
+    assert {fn for fn, _ in lanes} == {"DeliverCallbacksFunction"}
+    shares = [number(template, p["ScalingConfig"]["MaximumConcurrency"]) for _, p in lanes]
+    reserved = number(
+        template, function(template, "DeliverCallbacksFunction")["ReservedConcurrentExecutions"]
+    )
+    assert shares == [2, 2] and sum(shares) <= reserved == 4
+    # the fast lane's ten records are delivered side by side (ten 3 s deadlines at once), the slow one by one
+    assert [p["BatchSize"] for _, p in lanes] == [10, 1]
     # AND the OCR lane's mapping is bounded by its own reservation (default 2), one scan per invocation
     fn, props = sqs_mapping(template, "OcrQueue")
     assert fn == "OcrPdfFunction" and props["BatchSize"] == 1
@@ -673,11 +680,14 @@ def test_only_deliver_callbacks_reads_the_signing_secret_and_only_reports(templa
         if a.startswith(("s3:", "sqs:", "events:"))
     }
     poll = ("ReceiveMessage", "DeleteMessage", "DeleteMessageBatch", "ChangeMessageVisibility")
+    lanes = ("GetAtt:CallbackQueue.Arn", "GetAtt:SlowCallbackQueue.Arn")
     assert data == {
         ("s3:GetObject", "/reports/*"),
-        *((f"sqs:{a}", "GetAtt:CallbackQueue.Arn") for a in poll),
-        ("sqs:ChangeMessageVisibilityBatch", "GetAtt:CallbackQueue.Arn"),
-        ("sqs:GetQueueAttributes", "GetAtt:CallbackQueue.Arn"),
+        *((f"sqs:{a}", q) for a in poll for q in lanes),
+        *(("sqs:ChangeMessageVisibilityBatch", q) for q in lanes),
+        *(("sqs:GetQueueAttributes", q) for q in lanes),
+        # a delivery timed out on the fast lane is sent on to the slow lane: the one queue it may send to
+        ("sqs:SendMessage", "GetAtt:SlowCallbackQueue.Arn"),
     }
     for function_id in functions(template):
         if function_id != "DeliverCallbacksFunction":
@@ -689,6 +699,11 @@ def test_only_deliver_callbacks_reads_the_signing_secret_and_only_reports(templa
     assert env["PDFBATCH_CALLBACK_SECRET"] == {"Ref": "CallbackSecret"}
     assert env["PDFBATCH_CALLBACK_TENANT_ROOT"] == {"Ref": "CallbackTenantRoot"}
     assert env["PDFBATCH_QUEUE_URL"] == {"Ref": "CallbackQueue"}
+    assert env["PDFBATCH_CALLBACK_SLOW_QUEUE_URL"] == {"Ref": "SlowCallbackQueue"}
+    assert env["PDFBATCH_CALLBACK_SLOW_QUEUE_ARN"] == {"Fn::GetAtt": ["SlowCallbackQueue", "Arn"]}
+    slow = template["Resources"]["SlowCallbackQueue"]["Properties"]
+    assert slow["SqsManagedSseEnabled"] is True
+    assert slow["RedrivePolicy"]["deadLetterTargetArn"] == {"Fn::GetAtt": ["CallbackDeadLetterQueue", "Arn"]}
     # every completion event reaches the queue, and only the rule may send to it
     rule = template["Resources"]["CallbackRule"]["Properties"]
     assert rule["EventPattern"] == {

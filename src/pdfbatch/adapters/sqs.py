@@ -39,6 +39,18 @@ class SqsQueue:
         for start in range(0, len(tasks), 10):
             self._send_ten(tasks[start : start + 10])
 
+    def send_json(self, message: Mapping[str, Any], delay_seconds: int = 0) -> None:
+        """Send one JSON message after ``delay_seconds`` (at most 900); DependencyUnavailable if refused."""
+        try:
+            self.client.send_message(
+                QueueUrl=self.queue_url,
+                MessageBody=json.dumps(dict(message), sort_keys=True),
+                DelaySeconds=max(0, min(int(delay_seconds), 900)),
+            )
+        except (ClientError, BotoCoreError) as exc:
+            code = exc.response.get("Error", {}).get("Code", "") if isinstance(exc, ClientError) else ""
+            raise DependencyUnavailable("sqs", str(code) or type(exc).__name__) from exc
+
     def change_visibility(self, receipt_handle: str, delay_seconds: int) -> None:
         """Hide a received message for ``delay_seconds`` more (0: visible now; SQS caps it at 12 hours)."""
         try:

@@ -81,7 +81,7 @@ PASSED_THROUGH = {
     "PDFBATCH_CALLBACK_RETRY_MAX_SECONDS": "CallbackRetryMaxSeconds",
 }
 # Reserved concurrency the template sets on functions besides process_pdf (applied again on LocalStack).
-RESERVED = {"DeliverCallbacksFunctionName": 2}
+RESERVED = {"DeliverCallbacksFunctionName": 4}  # two per callback lane
 
 
 class DeployError(Exception):

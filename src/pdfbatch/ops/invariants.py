@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -34,7 +35,18 @@ from pdfbatch.model import (
     Outcome,
     Reason,
 )
-from pdfbatch.ports import BatchRow, FileRow, Ledger, LiveProgress, ObjectStore, Progress, Users, every_file
+from pdfbatch.ports import (
+    BatchRow,
+    CallbackAttempt,
+    CallbackLog,
+    FileRow,
+    Ledger,
+    LiveProgress,
+    ObjectStore,
+    Progress,
+    Users,
+    every_file,
+)
 from pdfbatch.services.batches import UPLOAD_KEY_RE
 from pdfbatch.tenants import drop_tenant, valid_tenant
 
@@ -105,7 +117,14 @@ RULES: tuple[tuple[str, str], ...] = (
         "under uploads/{tenant}/ is that tenant's or the admin's, any other drop the admin's, and a later "
         "upload through a batch's link has that batch's owner",
     ),
+    (
+        "callbacks_recorded",
+        "every callback attempt that started has a recorded outcome (an HTTP status or an error such as "
+        "timeout), once it is older than any attempt can run (needs the callback log)",
+    ),
 )
+# An attempt started less than this long ago may still be running (deliver_callbacks' timeout, 30 s).
+CALLBACK_SETTLE_SECONDS = 60.0
 _BATCH_REASONS = frozenset(str(r) for r in BatchReason)
 
 
@@ -145,6 +164,8 @@ class Sources:
     bucket: str
     pdf_url: Callable[[str], str]  # users.pdf_url of a final key (Settings.pdf_url)
     progress: Progress | None = None
+    callbacks: CallbackLog | None = None  # the callback attempts (None: callbacks_recorded not checked)
+    clock: Callable[[], float] = time.time
 
     @classmethod
     def from_deps(cls, deps: Any, objects: ObjectIndex) -> Sources:
@@ -157,6 +178,8 @@ class Sources:
             bucket=deps.settings.bucket,
             pdf_url=deps.settings.pdf_url,
             progress=deps.progress,
+            callbacks=getattr(deps, "callbacks", None),
+            clock=getattr(deps, "clock", time.time),
         )
 
 
@@ -290,6 +313,7 @@ class BatchEvidence:
     # report_keys' names -> the bytes S3 holds (None: missing); read for final batches only
     report: dict[str, bytes | None] = field(default_factory=dict)
     evidence: list[str] = field(default_factory=list)  # keys under reports/{batchId}/evidence/
+    attempts: list[CallbackAttempt] | None = None  # its callback attempts (None: no callback log read)
 
 
 @dataclass
@@ -305,6 +329,7 @@ class Evidence:
     link_owners: dict[str, str | None] = field(default_factory=dict)
     # every key under uploads/ -> how many batches `find` lists for it (None: not read, no oracle given)
     drops: dict[str, int] | None = None
+    read_at: float = 0.0  # when the evidence was read (callback attempts younger may still be running)
 
 
 def _files(ledger: Ledger, batch_id: str) -> list[FileRow]:
@@ -336,6 +361,7 @@ def gather(
             live=sources.progress.get(batch_id) if sources.progress else None,
             staged=sources.objects.list_keys(sources.bucket, f"staging/{batch_id}/"),
             evidence=sources.objects.list_keys(sources.bucket, f"reports/{batch_id}/evidence/"),
+            attempts=list(sources.callbacks.attempts(batch_id)) if sources.callbacks else None,
         )
         if row is not None and row.status in FINAL_STATUSES:
             batches[batch_id].report = {
@@ -369,7 +395,9 @@ def gather(
             k: len(sources.ledger.find_batches(k))
             for k in sources.objects.list_keys(sources.bucket, "uploads/")
         }
-    return Evidence(batches, urls, shas, sources.pdf_url, sources.pdf_url("pdfs/"), link_owners, drops)
+    return Evidence(
+        batches, urls, shas, sources.pdf_url, sources.pdf_url("pdfs/"), link_owners, drops, sources.clock()
+    )
 
 
 # --- the invariants --------------------------------------------------------------------------------------
@@ -722,6 +750,27 @@ def evidence_stored(ev: Evidence, r: Result) -> None:
         r.note = f"linked text files without evidence (their address not found by a text search): {without}"
 
 
+def callbacks_recorded(ev: Evidence, r: Result) -> None:
+    """Every callback attempt that began has its outcome: one that ran out of time is a recorded timeout,
+    never a row left without a status or an error (``in_flight_or_died``)."""
+    logs = [b for b in ev.batches.values() if b.attempts is not None]
+    if not logs:
+        r.held, r.note = None, "no callback log given"
+        return
+    running = 0
+    for b in logs:
+        for a in b.attempts or ():
+            if a.duration_ms is not None:
+                r.checked += 1
+            elif ev.read_at - a.started_at < CALLBACK_SETTLE_SECONDS:
+                running += 1  # may still be running: neither proof nor breach yet
+            else:
+                r.checked += 1
+                r.fail(batchId=b.batch_id, deliveryId=a.delivery_id, attempt=a.attempt, problem="no outcome")
+    if running:
+        r.note = f"attempts started in the last {CALLBACK_SETTLE_SECONDS:.0f} s, maybe running: {running}"
+
+
 def check(sources: Sources, batch_ids: Iterable[str], oracle: Oracle | None = None) -> Report:
     """Gather the evidence of ``batch_ids`` and evaluate every invariant over it."""
     ev = gather(sources, batch_ids, oracle)
@@ -745,4 +794,5 @@ def evaluate(ev: Evidence, oracle: Oracle | None = None) -> Report:
     drops_recorded(ev, results["drops_recorded"])
     evidence_stored(ev, results["evidence_stored"])
     owners_match_origin(ev, results["owners_match_origin"])
+    callbacks_recorded(ev, results["callbacks_recorded"])
     return Report(list(ev.batches), list(results.values()))

@@ -16,6 +16,13 @@ How a delivery travels (docs/ARCHITECTURE.md):
    one row per delivery and SQS receive: a duplicate message finds its row taken and does nothing),
    then its answer. A failure hides the message for ``retry_delay`` and fails it; after
    PDFBATCH_CALLBACK_ATTEMPTS receives SQS moves it to the callback DLQ (replay it once fixed).
+5. Two lanes, so one slow receiver cannot hold up everybody's deliveries. Every attempt has one deadline
+   for connect, headers and body (adapters/webhook.py): 3 s on the fast lane (the callback queue), where
+   every delivery starts. An attempt that runs out is recorded (``timeout``) like any failure, and its
+   delivery moves to the slow lane (SlowCallbackQueue, after the backoff), where each attempt has 10 s
+   and the lane's own concurrency: a slow receiver then waits on slow receivers only. A moved message
+   carries how many attempts came before (``attemptsBefore``), so attempt numbers go on; on the slow
+   lane, PDFBATCH_CALLBACK_ATTEMPTS more receives lead to the DLQ.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from pdfbatch.ports import BatchRow, CallbackAttempt, CallbackLog, TenantKeys
 from pdfbatch.services.deps import Deps, iso
 
 FIRST, REPLAY = "first", "replay"
+FAST, SLOW = "fast", "slow"  # the callback lanes (5. above)
 Post = Callable[[callbacks.Target, bytes, dict[str, str], float], PostResult]
 
 
@@ -57,6 +65,16 @@ class Delivery:
     batch_id: str
     delivery_id: str
     kind: str  # FIRST or REPLAY
+    attempts_before: int = 0  # attempts made before this message (on the fast lane, for a moved one)
+
+    def to_message(self) -> dict[str, Any]:
+        """The delivery as a queue message (a replay, or one moved to the slow lane)."""
+        return {
+            "batchId": self.batch_id,
+            "deliveryId": self.delivery_id,
+            "kind": self.kind,
+            "attemptsBefore": self.attempts_before,
+        }
 
 
 @functools.cache
@@ -242,7 +260,11 @@ def parse_message(body: str) -> Delivery:
         raise InvalidInput("message without a batch id")
     if not (isinstance(delivery_id, str) and is_batch_id(delivery_id)):
         raise InvalidInput("message without a delivery id")
-    return Delivery(batch_id, delivery_id, REPLAY)
+    before = data.get("attemptsBefore", 0)
+    if not isinstance(before, int) or isinstance(before, bool) or not 0 <= before <= 1000:
+        raise InvalidInput("message with a bad attemptsBefore")
+    kind = FIRST if data.get("kind") == FIRST else REPLAY
+    return Delivery(batch_id, delivery_id, kind, before)
 
 
 def retry_delay(settings: Settings, attempt: int) -> int:
@@ -258,15 +280,21 @@ def deliver(
     receipt_handle: str | None,
     post: Post | None = None,
     resolver: callbacks.Resolver = callbacks.resolve,
+    *,
+    lane: str = FAST,
 ) -> str:
     """One attempt of a delivery; returns what happened, raises DeliveryFailed after backing it off.
 
-    "delivered", or nothing to do: "no_batch" (not this deployment's, or not final), "no_callback",
-    "already_delivered" (a 2xx is recorded for this delivery), "duplicate" (this attempt is
-    recorded already: another copy of the message has it).
+    ``attempt`` is the message's receive count on its lane's queue. "delivered", "moved_to_slow_lane"
+    (it timed out on the fast lane: recorded, and queued on the slow lane after its backoff), or nothing
+    to do: "no_batch" (not this deployment's, or not final), "no_callback", "already_delivered" (a 2xx
+    is recorded for this delivery), "duplicate" (this attempt is recorded already: another copy of the
+    message has it).
     """
     log = _log(deps)
     s = deps.settings
+    received = attempt
+    attempt = message.attempts_before + received  # the delivery's attempt number, across both lanes
     batch = deps.ledger.get_batch(message.batch_id)
     if batch is None or batch.status not in FINAL_STATUSES:
         return "no_batch"
@@ -288,7 +316,7 @@ def deliver(
         return "duplicate"
     started = time.monotonic()
     try:
-        result = _attempt(deps, message, url, post, resolver, keys=keys, tenant=batch.tenant or "")
+        result = _attempt(deps, message, url, post, resolver, keys=keys, tenant=batch.tenant or "", lane=lane)
     except Exception as exc:
         # S3 down, say: recorded as this attempt's error, then SQS retries the message as it is.
         log.finish_attempt(
@@ -307,19 +335,28 @@ def deliver(
         "http_status": result.status,
         "error": result.error,
         "duration_ms": result.duration_ms,
+        "lane": lane,
     }
     if result.delivered:
         logger.info("callback delivered", extra=extra)
         return "delivered"
-    if attempt < s.callback_attempts:
+    if lane == FAST and result.error == "timeout" and deps.slow_callbacks is not None:
+        # Sent before this message is deleted (it is, once this returns): a crash in between sends it
+        # twice, and the second copy finds its attempt recorded ("duplicate") or the delivery done.
+        delay = min(900, retry_delay(s, attempt))
+        moved = Delivery(message.batch_id, message.delivery_id, message.kind, attempt)
+        deps.slow_callbacks.send_json(moved.to_message(), delay)
+        logger.warning("callback timed out; moved to the slow lane", extra={**extra, "retry_in": delay})
+        return "moved_to_slow_lane"
+    if received < s.callback_attempts:
         delay = retry_delay(s, attempt)
         if receipt_handle is not None:
-            _back_off(deps, receipt_handle, delay)
+            _back_off(deps, receipt_handle, delay, lane)
         logger.warning("callback failed; retried later", extra={**extra, "retry_in": delay})
     else:
         # Visible at once, so SQS moves it to the DLQ now rather than after the visibility timeout.
         if receipt_handle is not None:
-            _back_off(deps, receipt_handle, 0)
+            _back_off(deps, receipt_handle, 0, lane)
         logger.error("callback failed on its last attempt; its message goes to the DLQ", extra=extra)
     raise DeliveryFailed(result.error)
 
@@ -333,6 +370,7 @@ def _attempt(
     *,
     keys: Sequence[str],
     tenant: str,
+    lane: str = FAST,
 ) -> PostResult:
     """Check the URL again, read the summary, sign it (for its tenant and this URL) and POST it to the
     checked address."""
@@ -358,13 +396,17 @@ def _attempt(
         from pdfbatch.adapters.webhook import post as http_post
 
         post = http_post
-    return post(target, body, headers, s.callback_timeout_seconds)
+    deadline = s.callback_slow_timeout_seconds if lane == SLOW else s.callback_timeout_seconds
+    return post(target, body, headers, deadline)
 
 
-def _back_off(deps: Deps, receipt_handle: str, delay: int) -> None:
-    if deps.queue is None:
-        raise ConfigError("PDFBATCH_QUEUE_URL (the callback queue) is not set")
-    deps.queue.change_visibility(receipt_handle, delay)
+def _back_off(deps: Deps, receipt_handle: str, delay: int, lane: str = FAST) -> None:
+    queue = deps.slow_callbacks if lane == SLOW else deps.queue
+    if queue is None:
+        raise ConfigError(
+            f"the {lane} callback queue is not set (PDFBATCH_QUEUE_URL, _CALLBACK_SLOW_QUEUE_URL)"
+        )
+    queue.change_visibility(receipt_handle, delay)
 
 
 def _log(deps: Deps) -> CallbackLog:
@@ -383,7 +425,7 @@ def replay(deps: Deps, batch_id: str, send: Callable[[Mapping[str, Any]], None])
     if callback_url(deps, batch) is None:
         raise InvalidInput(f"batch {batch_id} has no callbackUrl")
     delivery_id = secrets.token_hex(16)
-    send({"batchId": batch_id, "deliveryId": delivery_id, "kind": REPLAY})
+    send(Delivery(batch_id, delivery_id, REPLAY).to_message())
     logger.info("callback replay queued", extra={"batch_id": batch_id, "delivery_id": delivery_id})
     return delivery_id
 

@@ -13,7 +13,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from pdfbatch.config import Settings
-from pdfbatch.ports import CallbackLog, Events, Ledger, ObjectStore, Progress, TenantKeys, Users, WorkQueue
+from pdfbatch.ports import (
+    CallbackLog,
+    Events,
+    Ledger,
+    MessageQueue,
+    ObjectStore,
+    Progress,
+    TenantKeys,
+    Users,
+    WorkQueue,
+)
 
 
 @dataclass
@@ -32,6 +42,7 @@ class Deps:
     callbacks: CallbackLog | None = None  # callback URLs and delivery attempts; None: callbacks refused
     tenants: TenantKeys | None = None  # tenant keys (tenants.py); None: no tenants, only the admin key
     ocr_queue: WorkQueue | None = None  # the OCR lane's queue (process_pdf sends scans); None: no lane
+    slow_callbacks: MessageQueue | None = None  # the slow callback lane's queue; None: one lane only
 
 
 def fingerprint(value: str) -> str:
