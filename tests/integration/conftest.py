@@ -10,7 +10,7 @@ import pytest
 
 from fixtures.pipeline import empty_and_delete_bucket
 from pdfbatch import bootstrap
-from pdfbatch.services import Deps
+from pdfbatch.services.deps import Deps
 
 
 @pytest.fixture()

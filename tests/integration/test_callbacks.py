@@ -24,8 +24,9 @@ from pdfbatch import callbacks, delivery
 from pdfbatch.adapters.mysql import MysqlClient
 from pdfbatch.adapters.mysql_callbacks import MysqlCallbackLog
 from pdfbatch.adapters.webhook import post
-from pdfbatch.services import Deps, batches, staging
+from pdfbatch.services import batches, staging
 from pdfbatch.services import callbacks as service
+from pdfbatch.services.deps import Deps
 
 pytestmark = pytest.mark.integration
 

@@ -25,7 +25,8 @@ from pdfbatch import bootstrap, delivery
 from pdfbatch.adapters.ledger import MysqlLedger
 from pdfbatch.adapters.mysql import MysqlClient
 from pdfbatch.errors import DependencyUnavailable
-from pdfbatch.services import Deps, staging, tally, views
+from pdfbatch.services import staging, tally, views
+from pdfbatch.services.deps import Deps
 from pdfbatch.tenants import ADMIN
 from plugins.services import add_users
 

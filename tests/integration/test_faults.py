@@ -39,7 +39,8 @@ from pdfbatch.adapters.mysql import MysqlClient
 from pdfbatch.adapters.redis import RedisProgress, done_key, progress_key
 from pdfbatch.adapters.sqs import SqsDeadLetters, SqsQueue
 from pdfbatch.model import FileTask, staging_key
-from pdfbatch.services import Deps, batches, operations, processing, staging, views
+from pdfbatch.services import batches, operations, processing, staging, views
+from pdfbatch.services.deps import Deps
 from pdfbatch.tenants import ADMIN
 from plugins.services import add_users
 

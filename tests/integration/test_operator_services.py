@@ -14,13 +14,13 @@ import redis
 from fixtures import pdfs
 from fixtures.pipeline import assert_counters_match_ledger, drain, ledger_rows, pdf_urls, receive_all, upload
 from fixtures.zips import zipfile_zip as make_zip
-from pdfbatch import services
 from pdfbatch.adapters.ledger import MysqlLedger
 from pdfbatch.adapters.mysql import MysqlClient
 from pdfbatch.adapters.redis import progress_key
 from pdfbatch.adapters.sqs import SqsDeadLetters
 from pdfbatch.model import FileTask
 from pdfbatch.services import operations, processing, staging
+from pdfbatch.services.deps import Deps
 from plugins.services import add_users
 
 pytestmark = pytest.mark.integration
@@ -45,7 +45,7 @@ def test_two_concurrent_retries_reopen_and_count_each_file_once(deps: Any, db: A
     assert assert_counters_match_ledger(deps, batch_id)["skipped_no_match"] == 4
     add_users(db, *emails)
     # WHEN two operators retry it at the same moment, each with its own MySQL connection
-    second = services.Deps(**{**deps.__dict__})
+    second = Deps(**{**deps.__dict__})
     second.ledger = second.users = MysqlLedger(
         MysqlClient.from_url(deps.settings.mysql_url), deps.settings.users
     )

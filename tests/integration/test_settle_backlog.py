@@ -13,7 +13,8 @@ from fixtures import pdfs
 from fixtures.pipeline import process_all, receive_all, upload
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch.errors import DependencyUnavailable, TooManyRequests
-from pdfbatch.services import Deps, batches, settle, staging, tally
+from pdfbatch.services import batches, settle, staging, tally
+from pdfbatch.services.deps import Deps
 from pdfbatch.tenants import Caller
 
 pytestmark = pytest.mark.integration

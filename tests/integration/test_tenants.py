@@ -18,8 +18,9 @@ from fixtures.stack import CALLBACK_PORTS
 from pdfbatch import bootstrap, callbacks, tenants
 from pdfbatch.adapters.mysql import MysqlClient
 from pdfbatch.adapters.tenant_keys import MysqlTenantKeys
-from pdfbatch.services import Deps, batches
+from pdfbatch.services import batches
 from pdfbatch.services.batches import Upload
+from pdfbatch.services.deps import Deps
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ import boto3
 import pytest
 
 from fixtures import reuse
-from pdfbatch.services import Deps
+from pdfbatch.services.deps import Deps
 from plugins.services import add_users
 
 pytestmark = pytest.mark.integration

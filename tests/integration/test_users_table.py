@@ -29,7 +29,8 @@ from pdfbatch.adapters.users_table import can_hold, normalise
 from pdfbatch.config import Settings, UsersTable, parse_mysql_url
 from pdfbatch.model import final_key
 from pdfbatch.ops.users_check import check_users_table
-from pdfbatch.services import Deps, staging, views
+from pdfbatch.services import staging, views
+from pdfbatch.services.deps import Deps
 from pdfbatch.tenants import ADMIN
 
 pytestmark = pytest.mark.integration

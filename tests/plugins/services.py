@@ -102,7 +102,7 @@ def deps(moto_aws: None, db: Any, settings: Settings) -> Iterator[Any]:
     from pdfbatch.adapters.s3 import S3Store
     from pdfbatch.adapters.sqs import SqsQueue
     from pdfbatch.adapters.tenant_keys import MysqlTenantKeys
-    from pdfbatch.services import Deps
+    from pdfbatch.services.deps import Deps
 
     s3 = boto3.client("s3", region_name="us-east-1")
     sqs = boto3.client("sqs", region_name="us-east-1")

@@ -11,7 +11,7 @@ from fixtures.apigw import TEST_API_KEY
 from fixtures.pipeline import BUCKET, fake_deps
 from pdfbatch import bootstrap
 from pdfbatch import metrics as pdf_metrics
-from pdfbatch.services import Deps
+from pdfbatch.services.deps import Deps
 
 
 @pytest.fixture()

@@ -42,8 +42,9 @@ from pdfbatch.callbacks import (
 )
 from pdfbatch.config import Settings
 from pdfbatch.errors import ConfigError, InvalidInput
-from pdfbatch.services import Deps, staging
 from pdfbatch.services import callbacks as service
+from pdfbatch.services import staging
+from pdfbatch.services.deps import Deps
 
 SECRET = "whsec-test-0123456789"
 NOW = 1_700_000_000

@@ -9,7 +9,7 @@ import pytest
 from fakes import FakeLedger
 from fixtures import cases
 from fixtures.pipeline import assert_counters_match_ledger
-from pdfbatch.services import Deps
+from pdfbatch.services.deps import Deps
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "CASES.md"
 

@@ -120,7 +120,7 @@ def run_paths(names: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
             for i, name in enumerate(names)
         ],
     }  # fmt: skip
-    monkeypatch.setattr("pdfbatch.services.list_dead_letters", lambda *a, **k: letters)
+    monkeypatch.setattr("pdfbatch.services.operations.list_dead_letters", lambda *a, **k: letters)
     zip_path = tmp_path / "batch.zip"
     zip_path.write_bytes(b"PK\x05\x06" + bytes(18))
 

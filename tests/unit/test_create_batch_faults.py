@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 from fixtures.examples import examples
 from fixtures.stack import CALLBACK_PORTS
 from pdfbatch.errors import DependencyUnavailable
-from pdfbatch.services import Deps, batches, views
+from pdfbatch.services import batches, views
+from pdfbatch.services.deps import Deps
 from pdfbatch.tenants import ADMIN, Caller
 
 HOOK = "http://127.0.0.1:9/hook?token=s3cret"

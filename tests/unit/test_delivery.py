@@ -29,7 +29,8 @@ from pdfbatch.adapters.events import EventBridgeEvents
 from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.model import BatchReason, BatchStatus, FileResult
 from pdfbatch.ports import FileRow, NewEntry
-from pdfbatch.services import Deps, operations, staging, tally, views
+from pdfbatch.services import operations, staging, tally, views
+from pdfbatch.services.deps import Deps
 from pdfbatch.tenants import ADMIN
 
 resume = functools.cache(pdfs.resume_pdf)

@@ -28,7 +28,8 @@ from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch.config import Settings
 from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.model import FileResult, final_key
-from pdfbatch.services import Deps, batches, processing, staging, views
+from pdfbatch.services import batches, processing, staging, views
+from pdfbatch.services.deps import Deps
 from pdfbatch.tenants import ADMIN
 
 resume = functools.cache(pdfs.resume_pdf)

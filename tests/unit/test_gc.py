@@ -19,7 +19,8 @@ from fixtures.reuse import email, resume
 from fixtures.zips import zipfile_zip
 from pdfbatch.errors import DependencyUnavailable, InvalidInput
 from pdfbatch.model import FileTask, final_key
-from pdfbatch.services import Deps, gc, processing, staging
+from pdfbatch.services import gc, processing, staging
+from pdfbatch.services.deps import Deps
 from pdfbatch.services.report import batch_report
 
 

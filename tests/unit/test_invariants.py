@@ -20,7 +20,8 @@ from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import delivery
 from pdfbatch.model import staging_key
 from pdfbatch.ops.invariants import ExpectedUpload, Oracle, Report, S3Keys, Sources, check
-from pdfbatch.services import Deps, staging
+from pdfbatch.services import staging
+from pdfbatch.services.deps import Deps
 
 resume = functools.cache(pdfs.resume_pdf)
 KEY = "uploads/invariants.zip"

@@ -20,7 +20,8 @@ from fixtures.pipeline import assert_counters_match_ledger, process_all, upload
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch.adapters.sqs import SqsQueue
 from pdfbatch.errors import DependencyUnavailable
-from pdfbatch.services import Deps, processing, staging
+from pdfbatch.services import processing, staging
+from pdfbatch.services.deps import Deps
 from pdfbatch.services.processing import FILE_MARGIN_SECONDS
 
 DLQ_ARN = "arn:aws:sqs:us-east-1:000000000000:work-dlq"

@@ -24,7 +24,8 @@ from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import metrics as pdf_metrics
 from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.logs import logger
-from pdfbatch.services import Deps, staging
+from pdfbatch.services import staging
+from pdfbatch.services.deps import Deps
 
 EMAIL = "observed.person@example.com"
 NAME = "Private Person CV.pdf"

@@ -33,7 +33,8 @@ from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.model import FileTask
 from pdfbatch.ocr.engine import Raster
 from pdfbatch.ops import invariants
-from pdfbatch.services import Deps, processing, staging, views
+from pdfbatch.services import processing, staging, views
+from pdfbatch.services.deps import Deps
 from pdfbatch.tenants import ADMIN
 
 blank_scan = functools.cache(scans.blank_scan)

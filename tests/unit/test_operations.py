@@ -25,7 +25,8 @@ from pdfbatch.adapters.sqs import SqsDeadLetters
 from pdfbatch.config import Limits
 from pdfbatch.errors import InvalidInput, NotFound
 from pdfbatch.model import FileResult, FileTask
-from pdfbatch.services import Deps, operations, processing, staging, views
+from pdfbatch.services import operations, processing, staging, views
+from pdfbatch.services.deps import Deps
 from pdfbatch.services.report import batch_report, percentile
 from pdfbatch.tenants import ADMIN
 

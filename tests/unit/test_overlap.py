@@ -29,7 +29,8 @@ from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import bootstrap
 from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.model import FileTask, staging_key
-from pdfbatch.services import Deps, staging, views
+from pdfbatch.services import staging, views
+from pdfbatch.services.deps import Deps
 from pdfbatch.tenants import ADMIN
 
 resume = functools.cache(pdfs.resume_pdf)

@@ -25,7 +25,8 @@ from pdfbatch.config import Limits, Settings, parse_mysql_url
 from pdfbatch.errors import ArchiveRejected, ConfigError, EntryRejected
 from pdfbatch.model import Reason
 from pdfbatch.pdf import emails as pdf_emails
-from pdfbatch.services import Deps, batches, staging
+from pdfbatch.services import batches, staging
+from pdfbatch.services.deps import Deps
 
 # --- batch ids ---------------------------------------------------------------------------------
 

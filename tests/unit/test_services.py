@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib
 import json
 import re
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -40,7 +42,8 @@ from pdfbatch.adapters.sqs import SqsQueue
 from pdfbatch.errors import DependencyUnavailable, InvalidInput, NotFound
 from pdfbatch.model import FileTask, staging_key
 from pdfbatch.ports import FileRow
-from pdfbatch.services import Deps, batches, processing, staging, views
+from pdfbatch.services import batches, processing, staging, views
+from pdfbatch.services.deps import Deps
 from pdfbatch.tenants import ADMIN
 
 RANK = {"PENDING": 0, "PROCESSING": 1, "COMPLETED": 2, "FAILED": 2}
@@ -1008,17 +1011,18 @@ def test_a_linked_files_staged_copy_is_deleted_and_a_concurrent_delivery_that_fi
     assert (status["status"], status["processed"], status["linked"]) == ("COMPLETED", 2, 1)
 
 
-def test_every_name_the_services_package_re_exports_resolves_to_its_home() -> None:
-    # The package imports its use cases on first use (PEP 562): a name whose home is wrong would only
-    # fail when some caller first asks for it.
+def test_the_services_package_imports_no_use_case_and_lists_every_one() -> None:
+    # GIVEN a fresh interpreter WHEN it imports the package alone
+    code = (
+        "import sys, pdfbatch.services; "
+        "print(sorted(m for m in sys.modules if m.startswith('pdfbatch.services.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    # THEN no use case came with it (a function pays only for the modules it names)
+    assert out.strip() == "[]"
+    # AND its docstring names every module of the package, so a newcomer finds each one
     import pdfbatch.services as package
 
-    for name in package.__all__:
-        value = getattr(package, name)
-        home = importlib.import_module(package._HOMES[name])
-        assert value is getattr(home, name), name
-    for module in package.SUBMODULES:
-        assert getattr(package, module) is importlib.import_module(f"pdfbatch.services.{module}")
-    assert set(package.__all__) == set(package._HOMES)
-    with pytest.raises(AttributeError):
-        package.no_such_name  # noqa: B018
+    folder = Path(package.__file__).parent
+    modules = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"}
+    assert {m for m in modules if f"``{m}``" not in (package.__doc__ or "")} == set()

@@ -34,7 +34,8 @@ from fixtures.pipeline import assert_counters_match_ledger, process_all, receive
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.model import FINAL_STATUSES, FileResult
-from pdfbatch.services import Deps, batches, operations, settle, staging, tally
+from pdfbatch.services import batches, operations, settle, staging, tally
+from pdfbatch.services.deps import Deps
 
 text_pdf = functools.cache(lambda text: pdfs.text_pdf([text]))
 DAMAGES = ("healthy", "announcer died", "count lost", "count and counters lost", "no upload", "retried")

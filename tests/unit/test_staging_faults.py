@@ -26,7 +26,8 @@ from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch.adapters.sqs import SqsQueue
 from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.model import FileTask, staging_key
-from pdfbatch.services import Deps, staging, tally
+from pdfbatch.services import staging, tally
+from pdfbatch.services.deps import Deps
 
 _SERIAL = itertools.count()
 

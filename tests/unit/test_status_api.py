@@ -22,7 +22,8 @@ from fixtures.pipeline import drain, process_all, receive_all, upload
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import bootstrap
 from pdfbatch.model import describe
-from pdfbatch.services import Deps, staging, views
+from pdfbatch.services import staging, views
+from pdfbatch.services.deps import Deps
 
 UNKNOWN = "0" * 32
 PROTECTED = [

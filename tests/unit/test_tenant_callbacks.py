@@ -26,8 +26,9 @@ from fixtures.stack import CALLBACK_PORTS
 from pdfbatch import bootstrap, tenants
 from pdfbatch.errors import InvalidInput
 from pdfbatch.ports import CallbackAttempt
-from pdfbatch.services import Deps, batches, callbacks, views
+from pdfbatch.services import batches, callbacks, views
 from pdfbatch.services.batches import Upload
+from pdfbatch.services.deps import Deps
 from pdfbatch.tenants import ADMIN, Caller
 
 status = load_handler("status")

@@ -27,8 +27,9 @@ from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import callbacks, tenants
 from pdfbatch.adapters.webhook import PostResult
 from pdfbatch.callbacks import SignatureError, sign, verify
-from pdfbatch.services import Deps, batches, staging
+from pdfbatch.services import batches, staging
 from pdfbatch.services import callbacks as service
+from pdfbatch.services.deps import Deps
 from pdfbatch.tenants import Caller
 
 ROOT = "root-0123456789abcdef0123456789abcdef"

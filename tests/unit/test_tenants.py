@@ -23,8 +23,9 @@ from fixtures.apigw import TEST_API_KEY, Context, api_event, load_handler
 from fixtures.examples import examples
 from pdfbatch import auth, bootstrap, tenants
 from pdfbatch.errors import ConfigError, Forbidden, InvalidInput, Unauthenticated
-from pdfbatch.services import Deps, batches
+from pdfbatch.services import batches
 from pdfbatch.services.batches import Upload
+from pdfbatch.services.deps import Deps
 from pdfbatch.tenants import ADMIN, Caller
 
 UNKNOWN = "0" * 32

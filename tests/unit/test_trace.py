@@ -26,7 +26,8 @@ from pdfbatch import tenants
 from pdfbatch.model import FileResult
 from pdfbatch.named import ring
 from pdfbatch.ports import NewEntry
-from pdfbatch.services import Deps, staging, views
+from pdfbatch.services import staging, views
+from pdfbatch.services.deps import Deps
 from pdfbatch.tenants import Caller
 
 resume = functools.cache(pdfs.resume_pdf)

@@ -16,7 +16,8 @@ from fixtures import reuse
 from fixtures.apigw import Context, load_handler
 from fixtures.events import s3_event
 from fixtures.pipeline import drain, fake_deps, upload
-from pdfbatch.services import Deps, batches, staging, views
+from pdfbatch.services import batches, staging, views
+from pdfbatch.services.deps import Deps
 from pdfbatch.tenants import ADMIN
 
 

@@ -40,7 +40,8 @@ from pdfbatch.model import (
     user_id_of_segment,
 )
 from pdfbatch.ports import UserRow
-from pdfbatch.services import Deps, gc, processing, staging, views
+from pdfbatch.services import gc, processing, staging, views
+from pdfbatch.services.deps import Deps
 from pdfbatch.tenants import ADMIN
 
 SHA = "ab" * 32

@@ -98,13 +98,13 @@ class LedgerWatch:
         self, batch_id: str, on_update: Any = None, timeout: float = 3600.0, interval: float = 0.5
     ) -> dict[str, Any]:
         """Poll until COMPLETED or FAILED."""
-        from pdfbatch import services
+        from pdfbatch.services import views
         from pdfbatch.tenants import ADMIN  # the operator's own database credentials: every batch
 
         deadline = time.monotonic() + timeout
         while True:
             with _service_errors():
-                body = services.batch_status(self.deps, batch_id, caller=ADMIN)
+                body = views.batch_status(self.deps, batch_id, caller=ADMIN)
             if on_update:
                 on_update(body)
             if body["status"] in ("COMPLETED", "FAILED"):
@@ -116,12 +116,12 @@ class LedgerWatch:
 
 def retry_cmd(args: argparse.Namespace) -> int:
     """Reopen and re-send the files of a batch that were not linked (or only the failed ones)."""
-    from pdfbatch import services
+    from pdfbatch.services import operations
 
     deps, _ = ops_deps()
     console = stderr_console()
     with _service_errors():
-        report = services.retry_batch(deps, args.batch_id, failed_only=args.failed_only)
+        report = operations.retry_batch(deps, args.batch_id, failed_only=args.failed_only)
     out: dict[str, Any] = report.as_dict()
     if not args.json:
         kept = ", ".join(f"{k} {v}" for k, v in out["kept"].items()) or "none"
@@ -146,14 +146,14 @@ def dlq_cmd(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    from pdfbatch import services
+    from pdfbatch.services import operations
 
     deps, outputs = ops_deps()
     dlq = dead_letters(deps, outputs)
     console = stderr_console()
     if not args.redrive:
         with _service_errors():
-            listing = services.list_dead_letters(deps, dlq, limit=args.limit)
+            listing = operations.list_dead_letters(deps, dlq, limit=args.limit)
         if args.json:
             print(json.dumps(listing, indent=2, sort_keys=True))
             return EXIT_OK
@@ -191,7 +191,7 @@ def dlq_cmd(args: argparse.Namespace) -> int:
             def moved(r: Any) -> None:
                 bar.update(task, completed=r.resent + r.already_done + r.left)
 
-            report = services.redrive_dead_letters(deps, dlq, limit=args.limit, on_progress=moved)
+            report = operations.redrive_dead_letters(deps, dlq, limit=args.limit, on_progress=moved)
     out: dict[str, Any] = report.as_dict()
     if not args.json:
         console.print(
@@ -250,11 +250,11 @@ def _download_report(batch_id: str, directory: str) -> int:
     """`report --download DIR`: the batch's results.csv and summary.json saved in DIR/BATCH/."""
     from pathlib import Path
 
-    from pdfbatch import services
+    from pdfbatch.services import views
 
     deps, _ = ops_deps()
     with _service_errors():
-        files = services.report_files(deps, batch_id)
+        files = views.report_files(deps, batch_id)
     target = Path(directory) / batch_id
     target.mkdir(parents=True, exist_ok=True)
     for name, data in files.items():
@@ -270,11 +270,11 @@ def report_cmd(args: argparse.Namespace) -> int:
     """Outcomes, reasons and per-stage latency percentiles of a batch, from the ledger."""
     from rich.table import Table
 
-    from pdfbatch import services
     from pdfbatch.adapters.ledger import MysqlLedger
     from pdfbatch.adapters.mysql import MysqlClient
     from pdfbatch.config import Settings
     from pdfbatch.model import is_batch_id
+    from pdfbatch.services import report as reports
 
     if args.download is not None:
         return _download_report(args.batch_id, args.download)
@@ -283,7 +283,7 @@ def report_cmd(args: argparse.Namespace) -> int:
         ledger = MysqlLedger(MysqlClient.from_url(mysql_url()), Settings.from_env().users)
         known = is_batch_id(args.batch_id) and ledger.get_batch(args.batch_id) is not None
         orphans = _orphan_count(ledger, args.batch_id) if known else None
-        report = services.batch_report(ledger, args.batch_id, orphans=orphans)
+        report = reports.batch_report(ledger, args.batch_id, orphans=orphans)
     code = EXIT_BATCH_FAILED if report["status"] == "FAILED" else EXIT_OK
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=True))

@@ -169,7 +169,7 @@ class Sources:
 
     @classmethod
     def from_deps(cls, deps: Any, objects: ObjectIndex) -> Sources:
-        """The sources of a pipeline's Deps (services.Deps), plus a way to list keys."""
+        """The sources of a pipeline's Deps (services.deps.Deps), plus a way to list keys."""
         return cls(
             ledger=deps.ledger,
             users=deps.users,
