@@ -26,17 +26,21 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 # Debian's tesseract command line against it (bench/ocr.py, through pytesseract).
 TESSERACT := /usr/bin/tesseract
 
-.PHONY: demo test lint check-infra lock fast unit integration e2e bench cases soak up down clean help
+.PHONY: demo test lint check-infra lock fast unit integration e2e bench cases docs labelled-corpus soak up down clean help
 
 help:
 	@echo "make demo   - start the local stack, upload a sample ZIP, show progress and results"
 	@echo "make test   - lint, type-check and run every test (starts and stops LocalStack itself)"
 	@echo "make fast   - the one-minute loop: unit tests but those marked slow, on both cores, few examples"
-	@echo "make unit   - every unit test (no service needed), full Hypothesis counts"
-	@echo "make integration - against this machine's MariaDB and Redis and a LocalStack (starts it)"
-	@echo "make e2e    - deploys the stack to LocalStack and drives it as a user would"
+	@echo "              (needs nothing running)"
+	@echo "make unit   - every unit test, full Hypothesis counts (needs nothing running)"
+	@echo "make integration - adapters against real services: needs MariaDB (127.0.0.1:3306) and Redis"
+	@echo "              (127.0.0.1:6379) running; starts LocalStack, installs Chromium if missing"
+	@echo "make e2e    - deploys the stack to LocalStack and drives it as a user would (needs the same)"
 	@echo "make cases  - regenerate docs/CASES.md by running every bad-input case through the pipeline"
+	@echo "make docs   - regenerate docs/CONFIGURATION.md's tables from src/pdfbatch/config.py"
 	@echo "make bench  - the performance benchmark (writes bench/results/latest.md)"
+	@echo "make labelled-corpus - remake the committed LibreOffice PDFs of the labelled corpus (bench/corpus/)"
 	@echo "make check-infra - the template: sam validate --lint, sam build (no Docker), checkov"
 	@echo "make lock   - re-resolve every lock file (requirements/*.lock, functions/*/requirements.txt)"
 	@echo "make soak   - the chaos soak: 2,000 PDFs under random faults, then the invariant checker"
@@ -115,8 +119,18 @@ e2e: $(STAMP) $(CHROMIUM)
 cases: $(STAMP)  ## docs/CASES.md from a run of every bad-input case through the real pipeline
 	PDFBATCH_WRITE_CASES=1 $(BIN)/python -m pytest -q tests/integration/test_cases.py
 
-bench: $(STAMP) $(TESSERACT)
+# docs/CONFIGURATION.md's tables from config.py's field comments (tests/unit/test_configdoc.py checks them).
+docs: $(STAMP)
+	$(BIN)/python tools/configdoc.py
+
+bench: $(STAMP) $(TESSERACT) $(CHROMIUM)
 	$(BIN)/python -m bench
+
+# LibreOffice is not in CI: its PDFs of the labelled corpus (issue 22) are committed; this remakes them
+# (bench/corpus/libreoffice/, with labels.json) and prints their precision and recall.
+labelled-corpus: $(STAMP)
+	@command -v soffice >/dev/null || (DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends libreoffice-writer)
+	$(BIN)/python -m bench.labelled
 
 # The soak lives in tests/soak (it reuses the tests' PDF and ZIP generators); its short variant is
 # tests/e2e/test_soak_short.py, which `make test` runs.

@@ -635,8 +635,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """`python -m bench.seed_compare [--quick] [--rounds N]`: section 7 alone, on its own lease and stack."""
     from bench import report
     from bench import stack as st
-    from bench.__main__ import QUICK, RESULTS, Sizes
     from bench.corpora import OUT
+    from bench.sizes import QUICK, RESULTS, Sizes
 
     parser = argparse.ArgumentParser(prog="python -m bench.seed_compare", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny corpus, one round: checks it runs")

@@ -33,7 +33,8 @@ TENANTS = 10
 def _ledger(rows: int, log: Callable[[str], None]) -> Any:
     import pymysql
 
-    from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
+    from pdfbatch.adapters.ledger import MysqlLedger
+    from pdfbatch.adapters.mysql import MysqlClient
     from pdfbatch.config import UsersTable
     from pdfbatch.named import ring
 

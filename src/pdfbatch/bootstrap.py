@@ -59,7 +59,8 @@ def build_deps(
     ``io`` bounds every S3, SQS and MySQL call (process_pdf passes PER_FILE_IO).
     """
     from pdfbatch.adapters.events import EventBridgeEvents
-    from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
+    from pdfbatch.adapters.ledger import MysqlLedger
+    from pdfbatch.adapters.mysql import MysqlClient
     from pdfbatch.adapters.mysql_callbacks import MysqlCallbackLog
     from pdfbatch.adapters.redis import RedisProgress
     from pdfbatch.adapters.s3 import S3Store

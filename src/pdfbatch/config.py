@@ -15,7 +15,7 @@ DEFAULT_MYSQL_URL = "mysql://root@127.0.0.1:3306/pdfbatch"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_ENDPOINT_URL = "http://127.0.0.1:4566"
 
-# PDFBATCH_MATCH_POLICY: which user a PDF is linked to (see pdfbatch.matching, README "Matching").
+# PDFBATCH_MATCH_POLICY: which user a PDF is linked to (see pdfbatch.matching, docs/MATCHING.md).
 #   unique: the only user named on the first page that names one (two or more: ambiguous, nobody)
 #   first:  the first user's address in document order (still ambiguous when two rows share it)
 MATCH_POLICIES = ("unique", "first")
@@ -25,7 +25,7 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,63}(\.[A-Za-z_][A-Za-z0-9_$]{0,6
 
 @dataclass(frozen=True)
 class Limits:
-    """What unzip and process_pdf accept; every value is configurable (see README, "Limits")."""
+    """What unzip and process_pdf accept; every value is configurable (docs/CONFIGURATION.md)."""
 
     max_zip_bytes: int = 5 * 1024**3  # PDFBATCH_MAX_ZIP_BYTES
     max_entries: int = 100_000  # PDFBATCH_MAX_ENTRIES (all entries, PDFs or not)
@@ -89,7 +89,7 @@ class Settings:
     upload_max_bytes: int = 5 * 1024**3  # PDFBATCH_UPLOAD_MAX_BYTES (presigned POST policy)
     upload_url_expires_seconds: int = 3600  # PDFBATCH_UPLOAD_URL_EXPIRES_SECONDS
     # PDFBATCH_MAX_PENDING_BATCHES: a tenant's (or the admin's) batches created and not uploaded to yet;
-    # POST /batches past it is 429 with Retry-After (0: no limit). README "Limits".
+    # POST /batches past it is 429 with Retry-After (0: no limit).
     max_pending_batches: int = 100
     max_receive_count: int = 5  # PDFBATCH_MAX_RECEIVE_COUNT: the queue's redrive maxReceiveCount
     stage_workers: int = 32  # PDFBATCH_STAGE_WORKERS: parallel staging PUTs in unzip (1: sequential)
@@ -99,7 +99,7 @@ class Settings:
     parked_queue_url: str = ""  # PDFBATCH_PARKED_QUEUE_URL: work dead letters recorded gave_up, to redrive
     api_key: str = field(default="", repr=False)  # PDFBATCH_API_KEY: the shared secret of the REST API
     match_policy: str = "unique"  # PDFBATCH_MATCH_POLICY: one of MATCH_POLICIES
-    # Signed callbacks (pdfbatch.callbacks, services/callbacks.py; README "Getting results out").
+    # Signed callbacks (pdfbatch.callbacks, services/callbacks.py; docs/RESULTS.md).
     callback_secret: str = ""  # PDFBATCH_CALLBACK_SECRET: the signing secret's ARN (read by bootstrap)
     callback_key: str = field(default="", repr=False)  # the signing secret's value (from that secret)
     # PDFBATCH_CALLBACK_TENANT_ROOT: the root's ARN; each tenant's secret derives from its value

@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from pdfbatch.model import BatchReason
-
 
 class PdfBatchError(Exception):
     """Base of every error pdfbatch raises on purpose."""
@@ -126,9 +121,10 @@ class PdfTimeout(PdfRejected):
 
 
 class ArchiveRejected(PdfBatchError):
-    """The ZIP as a whole cannot be processed; ``reason`` becomes the batch's FAILED reason."""
+    """The ZIP as a whole cannot be processed; ``reason`` (a ``model.BatchReason``) becomes the batch's
+    FAILED reason. (This module imports nothing of pdfbatch: every other module may import it.)"""
 
-    def __init__(self, reason: BatchReason, detail: str = "") -> None:
+    def __init__(self, reason: str, detail: str = "") -> None:
         self.reason = reason
         super().__init__(detail or reason)
 

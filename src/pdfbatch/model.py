@@ -7,6 +7,8 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
+from pdfbatch.errors import InvalidInput
+
 
 class Outcome(enum.StrEnum):
     """The one final result of a PDF entry."""
@@ -170,8 +172,6 @@ class FileTask:
     @classmethod
     def from_message(cls, body: dict[str, object]) -> FileTask:
         """Parse a queue message body; raises InvalidInput on a malformed one."""
-        from pdfbatch.errors import InvalidInput
-
         try:
             batch_id = str(body["batchId"])
             index = int(body["index"])  # type: ignore[call-overload]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Protocol
 
@@ -601,3 +601,20 @@ class TenantKeys(Protocol):
     def set_signing_ids(self, tenant: str, ids: SigningIds) -> None:
         """Replace ``tenant``'s signing secret ids (`keys create`, `keys rotate-secret`)."""
         ...
+
+
+FILES_PAGE = 1000  # ledger rows per read when a whole batch is walked
+
+
+def every_file(
+    ledger: Ledger, batch_id: str, outcome: str | None = None, page: int = FILES_PAGE
+) -> Iterator[FileRow]:
+    """Every entry of a batch in index order (``outcome`` filters as ``list_files`` does), read a page at
+    a time after the last index seen: the one paging loop over a batch's ledger rows."""
+    after = -1
+    while True:
+        rows = ledger.list_files(batch_id, after, page, outcome)
+        yield from rows
+        if len(rows) < page:
+            return
+        after = rows[-1].index

@@ -1,7 +1,7 @@
 """Signed callbacks on the local stack (issue 13): a batch uploaded with a callbackUrl on 127.0.0.1
 (allow-listed, http, in the e2e stack's settings) is POSTed its summary by deliver_callbacks.
 
-The receiver here is what the README shows: it verifies each signature with pdfbatch.callbacks.verify
+The receiver here is what docs/RESULTS.md shows: it verifies each signature with pdfbatch.callbacks.verify
 and the deployment's secret, rejects a signature it saw already (a replayed request) and a stale one, and
 takes each delivery id once. It is down (connection refused) for the first attempt and answers 503 to
 the second; the third gets through. `pdfbatch callbacks BATCH` lists the attempts, `--replay` delivers

@@ -20,7 +20,8 @@ import pytest
 from fixtures.events import completions_queue
 from fixtures.stack import MYSQL_URL, local_client, run_cli
 from pdfbatch import delivery
-from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
+from pdfbatch.adapters.ledger import MysqlLedger
+from pdfbatch.adapters.mysql import MysqlClient
 from pdfbatch.config import Settings
 from pdfbatch.ops import samples
 
@@ -147,8 +148,11 @@ def test_the_settle_schedule_ends_and_announces_batches_nobody_reads(
         )
         # and a POST /batches batch nobody uploaded to, whose link and grace are over
         pending = stack["api"].create_batch()["batchId"]
+        # (three hours ago: when it was created and when its link and grace ran out move back together)
         cur.execute(
-            "UPDATE pdfbatch_batches SET created_at = %s WHERE batch_id = %s", (now - 3 * 3600, pending)
+            "UPDATE pdfbatch_batches SET created_at = created_at - %s, settle_at = settle_at - %s "
+            "WHERE batch_id = %s",
+            (3 * 3600, 3 * 3600, pending),
         )
     # WHEN nobody reads either, and the schedule (every minute) runs the status function's settle
     deadline = time.monotonic() + 150

@@ -79,7 +79,8 @@ def test_a_work_message_whose_last_delivery_died_is_recorded_by_the_dlq_consumer
     from dataclasses import replace
 
     from fixtures.stack import MYSQL_URL, REDIS_URL
-    from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
+    from pdfbatch.adapters.ledger import MysqlLedger
+    from pdfbatch.adapters.mysql import MysqlClient
     from pdfbatch.adapters.redis import RedisProgress
     from pdfbatch.config import Settings
     from pdfbatch.model import FileTask, staging_key

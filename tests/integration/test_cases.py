@@ -18,7 +18,8 @@ import pytest
 
 from fixtures import cases, reuse
 from fixtures.pipeline import assert_counters_match_ledger, ledger_rows
-from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
+from pdfbatch.adapters.ledger import MysqlLedger
+from pdfbatch.adapters.mysql import MysqlClient
 from pdfbatch.config import UsersTable
 from plugins.services import add_users
 

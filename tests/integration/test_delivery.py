@@ -22,7 +22,8 @@ from fixtures.faults import KILLED, run_killed_worker
 from fixtures.pipeline import drain, process_all, receive_all, upload
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import bootstrap, delivery
-from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
+from pdfbatch.adapters.ledger import MysqlLedger
+from pdfbatch.adapters.mysql import MysqlClient
 from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.services import Deps, staging, tally, views
 from pdfbatch.tenants import ADMIN

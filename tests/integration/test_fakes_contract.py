@@ -17,7 +17,8 @@ import pytest
 import redis
 
 from fakes import FakeClock, FakeLedger, FakeProgress
-from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
+from pdfbatch.adapters.ledger import MysqlLedger
+from pdfbatch.adapters.mysql import MysqlClient
 from pdfbatch.adapters.redis import RedisProgress, done_key, progress_key
 from pdfbatch.adapters.users_table import can_hold
 from pdfbatch.config import Settings, UsersTable

@@ -34,7 +34,8 @@ from fixtures.pipeline import (
 )
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import bootstrap
-from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
+from pdfbatch.adapters.ledger import MysqlLedger
+from pdfbatch.adapters.mysql import MysqlClient
 from pdfbatch.adapters.redis import RedisProgress, done_key, progress_key
 from pdfbatch.adapters.sqs import SqsDeadLetters, SqsQueue
 from pdfbatch.model import FileTask, staging_key

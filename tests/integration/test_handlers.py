@@ -67,8 +67,12 @@ def test_status_errors_are_json(wired: Any) -> None:
     resp = status.handler(api_event("GET", f"/batches/{'f' * 32}"), Context())
     assert resp["statusCode"] == 404
     assert json.loads(resp["body"])["error"] == "not_found"
-    resp = status.handler(api_event("GET", "/batches"), Context())
+    resp = status.handler(api_event("GET", "/batches", {"status": "DONE"}), Context())
     assert resp["statusCode"] == 400
+    assert json.loads(resp["body"])["error"] == "invalid_input"
+    resp = status.handler(api_event("GET", "/batches", {"tenant": "\U00019a34x"}), Context())
+    assert resp["statusCode"] == 400  # not a tenant name: refused before MariaDB is asked (it was a 503)
+    assert json.loads(resp["body"])["error"] == "invalid_input"
     resp = status.handler(api_event("GET", "/nope"), Context())
     assert resp["statusCode"] == 404
 

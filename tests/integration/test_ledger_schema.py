@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from pdfbatch import archive
+from pdfbatch.adapters.ledger import MysqlLedger
 from pdfbatch.adapters.mysql import (
     ADDED_COLUMNS,
     ADDED_INDEXES,
     CHANGED_COLUMNS,
     SCHEMA,
     MysqlClient,
-    MysqlLedger,
 )
 from pdfbatch.config import Settings, parse_mysql_url
 from pdfbatch.model import FileResult
@@ -71,12 +71,12 @@ def first_release_ledger(db: Any) -> Iterator[Any]:
     """The ledger tables as the first release created them; dropped afterwards (the next test's db
     fixture creates them as this release does)."""
     with db.cursor() as cur:
-        cur.execute("DROP TABLE IF EXISTS pdfbatch_batches, pdfbatch_files")
-        for table in ("pdfbatch_batches", "pdfbatch_files"):
+        cur.execute("DROP TABLE IF EXISTS pdfbatch_batches, pdfbatch_files, pdfbatch_tenants")
+        for table in ("pdfbatch_batches", "pdfbatch_files", "pdfbatch_tenants"):
             cur.execute(first_release(table))
     yield db
     with db.cursor() as cur:
-        cur.execute("DROP TABLE IF EXISTS pdfbatch_batches, pdfbatch_files")
+        cur.execute("DROP TABLE IF EXISTS pdfbatch_batches, pdfbatch_files, pdfbatch_tenants")
 
 
 def test_columns_added_and_changed_since_the_first_release_appear_and_rows_are_kept(

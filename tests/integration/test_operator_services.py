@@ -15,7 +15,8 @@ from fixtures import pdfs
 from fixtures.pipeline import assert_counters_match_ledger, drain, ledger_rows, pdf_urls, receive_all, upload
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import services
-from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
+from pdfbatch.adapters.ledger import MysqlLedger
+from pdfbatch.adapters.mysql import MysqlClient
 from pdfbatch.adapters.redis import progress_key
 from pdfbatch.adapters.sqs import SqsDeadLetters
 from pdfbatch.model import FileTask

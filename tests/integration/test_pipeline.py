@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import threading
 from collections import Counter
 from dataclasses import replace
@@ -20,7 +21,8 @@ from fixtures.pipeline import (
     upload,
 )
 from fixtures.zips import zipfile_zip as make_zip
-from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
+from pdfbatch.adapters.ledger import MysqlLedger
+from pdfbatch.adapters.mysql import MysqlClient
 from pdfbatch.adapters.redis import done_key, progress_key
 from pdfbatch.model import FileTask
 from pdfbatch.services import batches, processing, staging, views
@@ -274,12 +276,24 @@ def test_first_candidate_that_is_a_user_wins_over_an_earlier_non_user(deps: Any,
     assert pdf_urls(db)["later@example.com"] is None
 
 
-def test_corrupt_zip_fails_the_batch_with_a_reason(deps: Any, db: Any) -> None:
-    report = staging.stage_zip(deps, upload(deps, b"this is not a zip at all" * 100))
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        # bytes that are no ZIP at all: said so by what they are, not by their name
+        (b"this is not a zip at all" * 100, "not_a_zip"),
+        # a ZIP that starts like one and is cut off before its central directory
+        (make_zip([("a.pdf", b"%PDF-1.4 " + random.Random(1).randbytes(8000))])[:4000], "corrupt_zip"),
+    ],
+    ids=["not_a_zip", "truncated"],
+)
+def test_a_zip_that_cannot_be_read_fails_the_batch_with_a_reason(
+    deps: Any, db: Any, data: bytes, reason: str
+) -> None:
+    report = staging.stage_zip(deps, upload(deps, data))
     assert report.status == "FAILED"
     status = views.batch_status(deps, report.batch_id, caller=ADMIN)
     assert status["status"] == "FAILED"
-    assert status["reason"] == "corrupt_zip"
+    assert status["reason"] == reason
     assert deps.ledger.get_batch(report.batch_id).status == "FAILED"
 
 

@@ -23,7 +23,8 @@ from fixtures.examples import examples
 from fixtures.pipeline import drain, files_by_name, ledger_rows, receive_all, upload
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import bootstrap
-from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
+from pdfbatch.adapters.ledger import MysqlLedger
+from pdfbatch.adapters.mysql import MysqlClient
 from pdfbatch.adapters.users_table import can_hold, normalise
 from pdfbatch.config import Settings, UsersTable, parse_mysql_url
 from pdfbatch.model import final_key

@@ -96,7 +96,8 @@ def deps(moto_aws: None, db: Any, settings: Settings) -> Iterator[Any]:
     import boto3
 
     from pdfbatch.adapters.events import EventBridgeEvents
-    from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
+    from pdfbatch.adapters.ledger import MysqlLedger
+    from pdfbatch.adapters.mysql import MysqlClient
     from pdfbatch.adapters.redis import RedisProgress
     from pdfbatch.adapters.s3 import S3Store
     from pdfbatch.adapters.sqs import SqsQueue

@@ -94,7 +94,7 @@ BODIES = st.one_of(
 
 
 @given(body=BODIES, encoded=st.booleans())
-@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=list(HealthCheck))
 def test_any_body_posted_is_answered_without_a_5xx_and_malformed_ones_are_400(
     body: str, encoded: bool
 ) -> None:

@@ -263,7 +263,7 @@ def test_http_is_accepted_only_where_the_deployment_allows_it() -> None:
         check_url("http://hooks.example.com/", resolver=_resolving("8.8.8.8"))
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(port=st.integers(1, 65535), host=st.one_of(public_v4, public_v6), http=st.booleans())
 def test_a_callback_names_port_443_or_80_with_http_unless_the_operator_allows_more(
     port: int, host: str, http: bool

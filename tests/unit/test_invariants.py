@@ -373,6 +373,22 @@ def test_an_accepted_upload_with_no_batch_of_its_own_is_reported(deps: Deps) -> 
     assert (example["upload"], example["problem"]) == ("2 of 2", "no batch holds this upload")
 
 
+@pytest.mark.parametrize(
+    "name", ["uploads/Batch.Zip", "uploads/batch", "uploads/batch.zip ", "uploads/x.txt"]
+)
+def test_an_object_under_uploads_with_no_batch_is_reported_whatever_its_name(deps: Deps, name: str) -> None:
+    run = run_batch(deps)
+    # GIVEN an object under uploads/ whose notification never made a batch (issue 24: a name that the
+    # notification rules did not match vanished without a record)
+    deps.store.client.put_object(Bucket=deps.settings.bucket, Key=name, Body=b"PK\x05\x06" + b"\0" * 18)  # type: ignore[attr-defined]
+    # WHEN the run is checked
+    report = verify(deps, run)
+    # THEN the drop is the one broken rule, named by a hash of its key only
+    broken_only(report, "drops_recorded")
+    (example,) = report.result("drops_recorded").examples
+    assert example == {"keyHash": hashlib.sha256(name.encode()).hexdigest()[:12], "problem": "no batch"}
+
+
 def test_a_batch_holding_another_uploads_contents_is_reported(deps: Deps) -> None:
     run = run_batch(deps)
     (only,) = run.oracle.uploads

@@ -182,11 +182,11 @@ _IDENTIFIERS = {
     "table",
     "column",
     "definition",  # adapters/mysql.ADDED_COLUMNS, a constant of the code
-    "_RECORD_SET",  # adapters/mysql: the SET list record() and link() share, a constant of the code
-    "_TRACE_SELECT",  # adapters/mysql: the trace reads' SELECT ... FROM, a constant of the code
-    "owner",  # adapters/mysql: " AND b.tenant = %s" or "", the tenant itself a parameter
+    "_RECORD_SET",  # adapters/ledger: the SET list record() and link() share, a constant of the code
+    "_TRACE_SELECT",  # adapters/ledger: the trace reads' SELECT ... FROM, a constant of the code
+    "owner",  # adapters/ledger: " AND b.tenant = %s" or "", the tenant itself a parameter
     "', '.join(['%s'] * len(named))",  # one %s placeholder per named hash, the hashes parameters
-    "' AND '.join(where)",  # adapters/mysql list_batches: constant clauses, each value a %s
+    "' AND '.join(where)",  # adapters/ledger list_batches: constant clauses, each value a %s
     "' UNION '.join(parts)",  # the trace's parts, each built only of the constants above
 }
 

@@ -125,7 +125,8 @@ def test_settle_ends_and_announces_every_batch_once_and_nothing_before_it_is_due
         row = ledger.batches[b]
         assert row.status in FINAL_STATUSES, (damage, row.status)
         assert row.announced_at is not None, damage
-        # (a retried batch is announced again when it ends again: README, "Once, and what once means")
+        # (a retried batch is announced again when it ends again: docs/RESULTS.md, "Once, and what once
+        # means")
         assert len(events.of(b)) == (2 if damage == "retried" else 1), (damage, events.of(b))
         if damage == "no upload":
             assert (row.status, row.reason) == ("FAILED", "upload_expired")

@@ -3,7 +3,7 @@
 Each tenant's summaries are signed with a secret of its own (derived from the deployment's root and the
 tenant's random secret id), over the timestamp, the tenant, the destination URL and the body. The
 oracle is the receiver's own check (``callbacks.verify`` with its secret, its tenant and its URL), the
-code the README tells receivers to run: a header the deliverer made for A, or one A forged with its own
+code docs/RESULTS.md tells receivers to run: a header the deliverer made for A, or one A forged with its own
 secret for B's batch, must never pass at B's receiver; a rotation's overlap lets both secrets verify,
 and only until it ends.
 """
@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from fakes import FakeTenantKeys
 from fixtures import pdfs
+from fixtures.examples import examples
 from fixtures.pipeline import drain, upload
 from fixtures.stack import CALLBACK_PORTS
 from fixtures.zips import zipfile_zip as make_zip
@@ -41,7 +42,7 @@ def _url(tenant: str, path: str) -> str:
     return f"https://hooks.{tenant}.example{path}"
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     a=names,
     b=names,
@@ -80,7 +81,7 @@ def test_a_tenant_cannot_forge_or_replay_another_tenants_delivery(
         verify(secret_a, shared, body, tenant=a, url=url_a, now=NOW)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(tenant=names, overlap_hours=st.integers(1, 72), body=st.binary(max_size=100))
 def test_a_rotated_secret_still_verifies_for_its_overlap_and_not_after(
     tenant: str, overlap_hours: int, body: bytes
@@ -155,7 +156,9 @@ class Receivers:
         return PostResult(200, None, 5)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(owners=st.lists(st.sampled_from(["acme", "globex", None]), min_size=1, max_size=4))
 def test_each_delivery_verifies_at_its_owners_receiver_only(deps: Deps, owners: list[str | None]) -> None:
     # GIVEN two tenants with their own secrets and the admin, each batch sent to its owner's receiver

@@ -2,7 +2,7 @@
 which addresses its email column can hold, how its values become UserRow fields, and which server
 errors mean it is misconfigured rather than down.
 
-Used by adapters/mysql.py (MysqlLedger's Users side), by the fakes that mirror it (tests/fakes.py) and
+Used by adapters/ledger.py (MysqlLedger's Users side), by the fakes that mirror it (tests/fakes.py) and
 by `stack up`'s check (ops/users_check.py). Everything but ``users_errors`` and ``read_columns`` is pure.
 """
 

@@ -271,7 +271,8 @@ def report_cmd(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from pdfbatch import services
-    from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
+    from pdfbatch.adapters.ledger import MysqlLedger
+    from pdfbatch.adapters.mysql import MysqlClient
     from pdfbatch.config import Settings
     from pdfbatch.model import is_batch_id
 

@@ -45,6 +45,7 @@ from pdfbatch.ports import (
     ObjectStore,
     Progress,
     Users,
+    every_file,
 )
 from pdfbatch.services.batches import UPLOAD_KEY_RE
 from pdfbatch.tenants import drop_tenant, valid_tenant
@@ -98,6 +99,12 @@ RULES: tuple[tuple[str, str], ...] = (
         "uploads_accounted",
         "every accepted upload is its own batch (or a batch FAILED as a whole), holding that upload's "
         "entries and contents (needs the oracle's uploads)",
+    ),
+    (
+        "drops_recorded",
+        "every object under uploads/ has a batch of its key that `pdfbatch find` lists, whatever its name "
+        "or bytes (a ZIP is processed, anything else FAILED with a reason; read with the oracle: the run "
+        "is over)",
     ),
     (
         "evidence_stored",
@@ -320,16 +327,13 @@ class Evidence:
     linked_prefix: str  # pdf_url of "pdfs/": a pdf_url starting with it points into this bucket
     # batches whose link (uploads/{id}.zip) a later upload reused -> their owner (absent: no such batch)
     link_owners: dict[str, str | None] = field(default_factory=dict)
+    # every key under uploads/ -> how many batches `find` lists for it (None: not read, no oracle given)
+    drops: dict[str, int] | None = None
     read_at: float = 0.0  # when the evidence was read (callback attempts younger may still be running)
 
 
 def _files(ledger: Ledger, batch_id: str) -> list[FileRow]:
-    rows: list[FileRow] = []
-    while True:
-        page = ledger.list_files(batch_id, rows[-1].index if rows else -1, _PAGE)
-        rows += page
-        if len(page) < _PAGE:
-            return rows
+    return list(every_file(ledger, batch_id, page=_PAGE))
 
 
 def _bytes_or_none(store: ObjectStore, bucket: str, key: str) -> bytes | None:
@@ -385,8 +389,14 @@ def gather(
             first = sources.ledger.get_batch(link.group(1))
             if first is not None:
                 link_owners[first.batch_id] = first.tenant
+    drops = None
+    if oracle is not None:  # the run is over: every object it put under uploads/ has been notified
+        drops = {
+            k: len(sources.ledger.find_batches(k))
+            for k in sources.objects.list_keys(sources.bucket, "uploads/")
+        }
     return Evidence(
-        batches, urls, shas, sources.pdf_url, sources.pdf_url("pdfs/"), link_owners, sources.clock()
+        batches, urls, shas, sources.pdf_url, sources.pdf_url("pdfs/"), link_owners, drops, sources.clock()
     )
 
 
@@ -689,6 +699,20 @@ def uploads_accounted(ev: Evidence, r: Result, oracle: Oracle | None) -> None:
             )
 
 
+def drops_recorded(ev: Evidence, r: Result) -> None:
+    """Each object under uploads/ is a batch's: nothing dropped there vanishes without a record."""
+    if ev.drops is None:
+        r.held = None
+        return
+    for key, found in sorted(ev.drops.items()):
+        r.checked += 1
+        if not found:
+            r.fail(
+                keyHash=hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:12],
+                problem="no batch",
+            )
+
+
 def owners_match_origin(ev: Evidence, r: Result) -> None:
     """A batch's owner (tenant) fits its key: a tenant prefix's tenant, its link's batch's owner, or none."""
     for b in ev.batches.values():
@@ -767,6 +791,7 @@ def evaluate(ev: Evidence, oracle: Oracle | None = None) -> Report:
     reports_match_ledger(ev, results["reports_match_ledger"])
     lanes_consistent(ev, results["lanes_consistent"])
     uploads_accounted(ev, results["uploads_accounted"], oracle)
+    drops_recorded(ev, results["drops_recorded"])
     evidence_stored(ev, results["evidence_stored"])
     owners_match_origin(ev, results["owners_match_origin"])
     callbacks_recorded(ev, results["callbacks_recorded"])

@@ -11,7 +11,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from pdfbatch.adapters.mysql import MysqlClient, MysqlLedger
+from pdfbatch.adapters.ledger import MysqlLedger
+from pdfbatch.adapters.mysql import MysqlClient
 from pdfbatch.adapters.users_table import Column
 from pdfbatch.config import Settings, UsersTable
 from pdfbatch.errors import UsersTableError

@@ -26,6 +26,11 @@ glyphs are (their loose boxes, in page space) around every "@":
   next line (``gmail.com`` / ``Phone``). An EITHER break gives the occurrence ``readings`` (what each
   combination names), which pdfbatch.matching decides over. The head or tail fragment of a re-joined
   address is never a candidate on its own.
+- Column feet. When the next line, in the same size, starts higher up and further right (the text flows
+  on into the next column), the layout may have broken the address at the column's foot, anywhere in it
+  (``overflow-wrap: anywhere``): the break is judged as one inside a block (the top line's fullness
+  measured in its own column), and what would join there is EITHER, since the join is not established
+  either. A column ending in a word ("E-mail" / [next column] "jane@...") still ends its word.
 - Glyphs without a Unicode mapping (NUL) end an address; invisible extraction artefacts are skipped.
 
 Pure: it reads the characters through the small ``Glyphs`` interface (pages.py implements it over
@@ -314,11 +319,35 @@ class _Reader:
         elif not is_domain_char(text[after]):
             return _Break.END
         top_line, bottom_line = self._line(before), self._line(after)
-        if not self._one_block(top_line, bottom_line) or self._paragraph_gap(top_line, bottom_line):
+        if not self._one_block(top_line, bottom_line):
+            if not self._flows_on(top_line, bottom_line):
+                return _Break.END
+            # The text goes on higher up, in the next column: the layout may have broken the address
+            # at the column's foot as at any line end (overflow-wrap: anywhere breaks anywhere in it),
+            # so the break is read as one inside a block, the top line's fullness measured in its own
+            # column. Only the join is not established there: what would join is EITHER.
+            full = self._full_in_column(top_line, before, after)
+            verdict = self._inside(at, read, before, after, top_line, full=full, step=step)
+            return _Break.EITHER if verdict is _Break.JOIN else verdict
+        if self._paragraph_gap(top_line, bottom_line):
             return _Break.END
-        if text[before] in _HYPHENS:
-            return _Break.JOIN
         full = self._full(top_line, bottom_line, before, after)
+        return self._inside(at, read, before, after, top_line, full=full, step=step)
+
+    def _inside(
+        self,
+        at: int,
+        read: list[tuple[str, int | None]],
+        before: int,
+        after: int,
+        top_line: tuple[int, int],
+        *,
+        full: bool,
+        step: int,
+    ) -> _Break:
+        """A line break that may fall inside the address (the two lines are one run of text)."""
+        if self.text[before] in _HYPHENS:
+            return _Break.JOIN
         if step < 0:
             return self._local_wrap(before, after, top_line, full)
         return self._domain_wrap(at, read, after, full)
@@ -359,8 +388,9 @@ class _Reader:
         last = domain.rsplit(".", 1)[-1] if "." in domain else ""
         if not last or _tld(last) is not True:
             return _Break.JOIN  # an unfinished domain broken by the layout ("gma" / "il.com")
-        piece = tail.split("-", 1)[0]
-        if piece and "." not in tail and _tld(last + piece) is True:
+        word = tail.rstrip(".")  # a sentence's full stop after the last glyphs ("gmail.co" / "m.")
+        piece = word.split("-", 1)[0]
+        if piece and "." not in word and _tld(last + piece) is True:
             return _Break.JOIN  # "gmail.co" / "m" (never "gmail.com" / "-...": nothing to join there)
         return _Break.END  # a complete address ending the line ("gmail.com" / "Phone")
 
@@ -410,6 +440,31 @@ class _Reader:
         edge = max(self.box(top[1])[2], self.box(bottom[1])[2])
         for neighbour in self._neighbours(top, bottom):
             edge = max(edge, self.box(neighbour[1])[2])
+        slack = 0.1 * (end[3] - end[1])
+        return end[2] + (next_glyph[2] - next_glyph[0]) + slack >= edge
+
+    def _flows_on(self, top: tuple[int, int], bottom: tuple[int, int]) -> bool:
+        """The bottom line, in the same size, starts higher up than the top line: the text flows on
+        into the next column (or a region beside it), as columns and sidebars do."""
+        a_last, b_first = self.box(top[1]), self.box(bottom[0])
+        h_top, h_bottom = a_last[3] - a_last[1], b_first[3] - b_first[1]
+        if min(h_top, h_bottom) <= 0 or max(h_top, h_bottom) > 1.25 * min(h_top, h_bottom):
+            return False
+        return b_first[1] > a_last[3] and b_first[0] > self.box(top[0])[2]
+
+    def _full_in_column(self, top: tuple[int, int], before: int, after: int) -> bool:
+        """The top line is full within its own column: the bottom line's first glyph would not have
+        fitted within the right edge of the top line and the line above it, when that is one block."""
+        end, next_glyph = self.box(before), self.box(after)
+        edge = self.box(top[1])[2]
+        text, glyphs = self.text, self.glyphs
+        above = top[0] - 1
+        while above >= 0 and (glyphs.generated(above) or text[above] == " "):
+            above -= 1
+        if above >= 0:
+            line = self._line(above)
+            if self._one_block(line, top):
+                edge = max(edge, self.box(line[1])[2])
         slack = 0.1 * (end[3] - end[1])
         return end[2] + (next_glyph[2] - next_glyph[0]) + slack >= edge
 

@@ -32,6 +32,7 @@ MIN_SIZE = 4.0  # points: smaller text is not something a person reads
 _CONTRAST = 64  # a pixel shows ink where the text changes a colour channel by at least this (of 255)
 _INK_SHARE = 0.1  # a glyph shows when at least this share of its box (at least one pixel) shows ink
 _PIXELS_PER_EM = 12.0  # render scale: the tallest glyph box about this many pixels high
+_THIN_PIXELS = 1.5  # and the thinnest at least this many
 _MAX_BITMAP_PIXELS = 4_000_000
 _HIDDEN_MODES = (pdfium_c.FPDF_TEXTRENDERMODE_INVISIBLE, pdfium_c.FPDF_TEXTRENDERMODE_CLIP)
 _STROKED_MODES = (1, 2, 5, 6)  # stroke, fill+stroke, and the same adding to the clip path
@@ -120,7 +121,10 @@ def shows(
     if not boxes:
         return False
     em = max(top - bottom for _, bottom, _, top in boxes)
-    scale = min(8.0, max(1.0, _PIXELS_PER_EM / max(em, 0.1)))
+    # A glyph as thin as an underscore (LibreOffice draws it under half a point) needs pixels of its
+    # own, or its anti-aliased ink spread over two rows shows no pixel of clear contrast.
+    thinnest = min(top - bottom for _, bottom, _, top in boxes)
+    scale = min(8.0, max(1.0, _PIXELS_PER_EM / max(em, 0.1), _THIN_PIXELS / max(thinnest, 0.05)))
     union = (
         min(b[0] for b in boxes),
         min(b[1] for b in boxes),

@@ -12,7 +12,7 @@ from typing import Any
 from pdfbatch import metrics
 from pdfbatch.errors import NotFound
 from pdfbatch.model import COUNTED_OUTCOMES, describe, is_batch_id
-from pdfbatch.ports import Ledger
+from pdfbatch.ports import Ledger, every_file
 from pdfbatch.services.deps import iso
 
 REPORT_STAGES: tuple[str, ...] = (*metrics.STAGES, "total")
@@ -38,26 +38,20 @@ def batch_report(ledger: Ledger, batch_id: str, orphans: int | None = None) -> d
     reasons: dict[tuple[str, str], int] = {}
     stage_values: dict[str, list[float]] = {s: [] for s in REPORT_STAGES}
     pending = retried = pdfs = 0
-    after = -1
-    while True:
-        rows = ledger.list_files(batch_id, after, 1000)
-        for row in rows:
-            if row.kind != "pdf":
-                continue
-            pdfs += 1
-            retried += row.attempts > 1
-            if row.outcome is None:
-                pending += 1
-                continue
-            outcomes[row.outcome] = outcomes.get(row.outcome, 0) + 1
-            key = (row.outcome, row.reason or "")
-            reasons[key] = reasons.get(key, 0) + 1
-            for stage in REPORT_STAGES:
-                if stage in row.timings:
-                    stage_values[stage].append(float(row.timings[stage]) * 1000)
-        if len(rows) < 1000:
-            break
-        after = rows[-1].index
+    for row in every_file(ledger, batch_id):
+        if row.kind != "pdf":
+            continue
+        pdfs += 1
+        retried += row.attempts > 1
+        if row.outcome is None:
+            pending += 1
+            continue
+        outcomes[row.outcome] = outcomes.get(row.outcome, 0) + 1
+        key = (row.outcome, row.reason or "")
+        reasons[key] = reasons.get(key, 0) + 1
+        for stage in REPORT_STAGES:
+            if stage in row.timings:
+                stage_values[stage].append(float(row.timings[stage]) * 1000)
     stages = {
         stage: {
             "files": len(values),

@@ -27,7 +27,7 @@ from pdfbatch.model import (
     Reason,
     staging_key,
 )
-from pdfbatch.ports import NewEntry
+from pdfbatch.ports import NewEntry, every_file
 from pdfbatch.services import batches, tally
 from pdfbatch.services.batches import Upload
 from pdfbatch.services.deps import Deps
@@ -149,7 +149,7 @@ def stage_zip(deps: Deps, upload: Upload) -> StageReport:
 
 def _rejected(deps: Deps, batch_id: str, exc: ArchiveRejected) -> StageReport:
     """The upload as a whole cannot be read: its batch ends FAILED with the reason."""
-    tally.fail_batch(deps, batch_id, exc.reason)
+    tally.fail_batch(deps, batch_id, BatchReason(exc.reason))
     extra: dict[str, str] = {"reason": exc.reason}
     if exc.reason == BatchReason.NOT_A_ZIP:
         extra["looks_like"] = str(exc)  # "a PDF", "gzip", "empty", ...: never the name or content
@@ -205,11 +205,7 @@ def _replaced(deps: Deps, batch_id: str, total_files: int | None) -> StageReport
     if total_files is None:
         tally.fail_batch(deps, batch_id, BatchReason.ZIP_REPLACED)
         return StageReport(batch_id, BatchStatus.FAILED, reason=BatchReason.ZIP_REPLACED)
-    pending: list[int] = []
-    after = -1
-    while rows := deps.ledger.list_files(batch_id, after, 1000, "pending"):
-        pending += [r.index for r in rows if r.kind == "pdf"]
-        after = rows[-1].index
+    pending = [r.index for r in every_file(deps.ledger, batch_id, "pending") if r.kind == "pdf"]
     _fail_unread(deps, batch_id, pending)
     deps.ledger.mark_unpacked(batch_id)
     status = tally.mark_unpacked(deps, batch_id, total_files)

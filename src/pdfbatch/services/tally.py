@@ -23,7 +23,7 @@ from pdfbatch import delivery
 from pdfbatch.errors import NotFound, ProgressMissing
 from pdfbatch.logs import logger
 from pdfbatch.model import COUNTED_OUTCOMES, FINAL_STATUSES, BatchReason, BatchStatus, FileResult, upload_key
-from pdfbatch.ports import BatchRow, FileRow, LiveProgress
+from pdfbatch.ports import BatchRow, FileRow, LiveProgress, every_file
 from pdfbatch.services.deps import Deps
 
 
@@ -233,10 +233,4 @@ def announce(deps: Deps, batch_id: str) -> bool:
 
 
 def _all_files(deps: Deps, batch_id: str) -> Iterator[FileRow]:
-    after = -1
-    while True:
-        page = deps.ledger.list_files(batch_id, after, 1000)
-        yield from page
-        if len(page) < 1000:
-            return
-        after = page[-1].index
+    return every_file(deps.ledger, batch_id)

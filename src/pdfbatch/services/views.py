@@ -25,10 +25,10 @@ from pdfbatch.model import (
     describe,
     is_batch_id,
 )
-from pdfbatch.ports import BatchRow, FileRow, LiveProgress, TracedFile
+from pdfbatch.ports import BatchRow, FileRow, LiveProgress, TracedFile, every_file
 from pdfbatch.services import batches, tally
 from pdfbatch.services.deps import Deps, iso
-from pdfbatch.tenants import Caller
+from pdfbatch.tenants import Caller, valid_tenant
 
 _CURSOR = re.compile(r"[0-9]{1,18}")
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
@@ -377,8 +377,10 @@ def list_query(
     """The recent-batches parameters checked (InvalidInput on any bad one): (cursor, (since, until))."""
     if status is not None and status not in _STATUSES:
         raise InvalidInput(f"status must be one of {', '.join(sorted(_STATUSES))}")
-    if tenant is not None and not tenant:
-        raise InvalidInput("tenant must not be empty")
+    if tenant is not None and not valid_tenant(tenant):
+        # Checked before any read: a tenant column holds ASCII slugs, and MariaDB refuses to compare it
+        # with text it cannot hold (the API fuzzing sent 4-byte characters: that was a 503).
+        raise InvalidInput("tenant must be a tenant name: lowercase letters, digits and '-', 3 to 32")
     before: tuple[float, str] | None = None
     if cursor is not None:
         match = _BATCH_CURSOR.fullmatch(cursor)
@@ -521,11 +523,5 @@ def traced_item(deps: Deps, traced: TracedFile) -> dict[str, Any]:
 
 
 def iter_all_files(deps: Deps, batch_id: str, outcome: str | None = None) -> Iterable[FileRow]:
-    """Every file of a batch (for reports), page by page."""
-    after = -1
-    while True:
-        rows = deps.ledger.list_files(batch_id, after, 1000, outcome)
-        yield from rows
-        if len(rows) < 1000:
-            return
-        after = rows[-1].index
+    """Every file of a batch (for reports), page by page (``ports.every_file``)."""
+    return every_file(deps.ledger, batch_id, outcome)
