@@ -365,6 +365,8 @@ class Trickle:
                 conn, _ = self.listener.accept()
             except TimeoutError:
                 continue
+            except OSError:
+                return  # closed by close()
             threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
 
     def _trickle(self, conn: Any) -> None:
