@@ -14,6 +14,10 @@ their values into the page (FPDFPage_Flatten, on this in-memory copy only), so a
 checked like any other text, hidden fields (the annotation's hidden or no-view flag) excepted.
 mailto: links are not read: the address behind "Email me" is not something a person sees.
 
+A page whose text is not what it shows (visibility.reads_as_scan: a searchable scan's invisible layer,
+text under a page image, glyphs without Unicode, a page image with next to no text) is marked
+``scan_like``: scan() hands the document to the OCR lane there, so its layer never decides on its own.
+
 No I/O: the document is bytes in memory. pdfium is not thread-safe: every call into it goes through
 PDFIUM_LOCK.
 """
@@ -49,6 +53,8 @@ class _Page:
     any_text: bool
     pages_read: int
     readings: list[list[str | None]] = field(default_factory=list)  # places read two ways (glyphs.Occurrence)
+    # Its text is not what it shows (visibility.reads_as_scan): only OCR of its pixels may decide it.
+    scan_like: bool = False
 
 
 class _Document:
@@ -84,7 +90,7 @@ class _Document:
             self._offered.update(emails)
             readings = [list(o.readings) for o in page.occurrences if o.readings]
             any_text = any_text or page.any_text
-            yield _Page(fresh, any_text, index + 1, readings)
+            yield _Page(fresh, any_text, index + 1, readings, page.scan_like)
 
     def visible(self, emails: Sequence[str]) -> list[str]:
         """Those of ``emails`` that a person sees on the page read last (at least one occurrence of each
@@ -127,6 +133,7 @@ class _OpenPage:
             self.any_text = bool(glyphs.text.strip())
             self.checks = visibility.GlyphChecks(self.page, self.textpage)
             self.occurrences = [o for o in occurrences(glyphs) if all(map(self.checks.visible, o.glyphs))]
+            self.scan_like = visibility.reads_as_scan(self.page, self.checks, glyphs.text)
         except pdfium.PdfiumError as exc:
             self.close()
             raise MalformedPdf(f"page {index + 1} text cannot be read") from exc

@@ -281,3 +281,79 @@ def _candidate_bytes(a: bytes, b: bytes) -> bytes:
     one of their top two bits, so their XOR (computed in C, as big integers) is at least 64."""
     xor = int.from_bytes(a, "little") ^ int.from_bytes(b, "little")
     return xor.to_bytes(len(a), "little").translate(_HIGH_BITS)
+
+
+# A page whose largest picture covers this share of it is a page image (a scan, a photographed sheet).
+SCAN_IMAGE_SHARE = 0.5
+# On a page image, fewer readable characters than this a person sees is far less text than ink: the
+# picture is what the page says (a searchable scan's layer is invisible; a caption or page number is not
+# the page).
+MIN_SHOWN_CHARS = 20
+_MAX_OBJECTS = 5_000  # page objects looked at for page images (a page of vector art has many more)
+_UNREADABLE = frozenset("\x00\ufffd\ufeff")
+
+
+def reads_as_scan(page: pdfium.PdfPage, checks: GlyphChecks, text: str) -> bool:
+    """Whether ``page``'s text is not what it shows, so only the pixels (OCR) can say what it says.
+
+    True when it has text and none of it is both drawn (the cheap checks) and mapped to Unicode (an
+    invisible layer, render mode 3: a searchable scan; glyphs without ToUnicode), when a page image
+    is drawn over all of its text (a sandwich with the layer under the picture), or when a page image
+    carries fewer than MIN_SHOWN_CHARS readable characters a person sees (image-only pages included).
+    """
+    image_share, image_over_text = _page_image(page)
+    need = MIN_SHOWN_CHARS if image_share >= SCAN_IMAGE_SHARE else 1
+    if image_over_text and image_share >= SCAN_IMAGE_SHARE:
+        return True
+    if not text.strip() and image_share < SCAN_IMAGE_SHARE:
+        return False  # no text and no picture: blank, or vector drawing only
+    shown = 0
+    for index, char in enumerate(text):
+        if char.isspace() or char in _UNREADABLE or not checks.visible(index):
+            continue
+        shown += 1
+        if shown >= need:
+            return False
+    return True
+
+
+def _page_image(page: pdfium.PdfPage) -> tuple[float, bool]:
+    """The share of the page its largest image (or form holding one) covers, and whether one such
+    image is drawn after every text object of the page (top level)."""
+    width, height = page.get_size()
+    area = max(width * height, 1e-6)
+    best = 0.0
+    last_text = -1
+    big_after_text = False
+    raw = page.raw
+    count = min(pdfium_c.FPDFPage_CountObjects(raw), _MAX_OBJECTS)
+    left, bottom, right, top = (ctypes.c_float() for _ in range(4))
+    for index in range(count):
+        obj = pdfium_c.FPDFPage_GetObject(raw, index)
+        kind = pdfium_c.FPDFPageObj_GetType(obj)
+        if kind == pdfium_c.FPDF_PAGEOBJ_TEXT or (kind == pdfium_c.FPDF_PAGEOBJ_FORM and _holds(obj, True)):
+            last_text = index
+            big_after_text = False
+        if kind == pdfium_c.FPDF_PAGEOBJ_IMAGE or (kind == pdfium_c.FPDF_PAGEOBJ_FORM and _holds(obj, False)):
+            if not pdfium_c.FPDFPageObj_GetBounds(obj, left, bottom, right, top):
+                continue
+            w = max(0.0, min(right.value, width) - max(left.value, 0.0))
+            h = max(0.0, min(top.value, height) - max(bottom.value, 0.0))
+            share = w * h / area
+            best = max(best, share)
+            if share >= SCAN_IMAGE_SHARE and last_text >= 0:
+                big_after_text = True
+    return best, big_after_text
+
+
+def _holds(form: pdfium_c.FPDF_PAGEOBJECT, text: bool, depth: int = 0) -> bool:
+    """Whether the form XObject ``form`` holds a text object (``text``) or an image, a few levels deep."""
+    wanted = pdfium_c.FPDF_PAGEOBJ_TEXT if text else pdfium_c.FPDF_PAGEOBJ_IMAGE
+    for index in range(min(pdfium_c.FPDFFormObj_CountObjects(form), _MAX_OBJECTS)):
+        obj = pdfium_c.FPDFFormObj_GetObject(form, index)
+        kind = pdfium_c.FPDFPageObj_GetType(obj)
+        if kind == wanted or (
+            kind == pdfium_c.FPDF_PAGEOBJ_FORM and depth < 3 and _holds(obj, text, depth + 1)
+        ):
+            return True
+    return False

@@ -1,0 +1,121 @@
+"""Searchable scans (issue 26, class 7): a page whose text is not what it shows is read by OCR like a scan.
+
+A page image under an invisible text layer (what `tesseract img out pdf`, OCRmyPDF and scanner firmware
+write), or with its layer drawn under the picture, goes to the OCR lane, which reads the pixels only: the
+layer never decides, so a layer naming someone other than the picture never links them. Over the fakes
+and moto's SQS, with the real Tesseract (the lane on the local stack: tests/e2e/test_ocr_lane.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import shutil
+from typing import Any
+
+import pytest
+from fpdf import FPDF
+
+from fakes import FakeLedger
+from fixtures import scans
+from fixtures.pipeline import drain, files_by_name, upload
+from fixtures.zips import zipfile_zip as make_zip
+from pdfbatch import ocr, pdf
+from pdfbatch.adapters.sqs import SqsQueue
+from pdfbatch.model import FileTask, Reason
+from pdfbatch.services import Deps, processing, staging
+
+ENGINE = ocr.Tesseract()
+needs_tesseract = pytest.mark.skipif(
+    shutil.which("tesseract") is None, reason="the tesseract command line (make /usr/bin/tesseract)"
+)
+
+
+@functools.cache
+def resume(seed: int) -> tuple[bytes, str]:
+    """A word processor's résumé whose address is in its header band: (pdf, address)."""
+    rng = random.Random(seed)
+    while True:
+        text, email, where, _ = scans.resume_text_pdf(rng)
+        if where == "header":
+            return text, email
+
+
+@functools.cache
+def tesseract_scan(seed: int) -> tuple[bytes, str]:
+    """That résumé scanned and made searchable by `tesseract img out pdf`: (pdf, address)."""
+    text, email = resume(seed)
+    return scans.tesseract_pdf(text), email
+
+
+@pytest.fixture()
+def ocr_queue(deps: Deps) -> SqsQueue:
+    """The OCR lane's queue, wired into ``deps`` (process_pdf hands scans to it)."""
+    sqs: Any = deps.queue.client  # type: ignore[union-attr]
+    queue = SqsQueue(sqs, sqs.create_queue(QueueName="ocr")["QueueUrl"], sleep=lambda _: None)
+    deps.ocr_queue = queue
+    return queue
+
+
+def through_both_lanes(deps: Deps, data: bytes) -> Any:
+    """Stage ``data`` alone, let process_pdf read it, then ocr_pdf (the real engine) if it was handed."""
+    batch_id = staging.stage_zip(deps, upload(deps, make_zip([("cv.pdf", data)]))).batch_id
+    drain(deps)
+    row = files_by_name(deps, batch_id)["cv.pdf"]
+    assert (row.outcome, row.source) == (None, "ocr"), "the text lane must hand it to the OCR lane"
+    task = FileTask(batch_id, 0, f"staging/{batch_id}/{0:07d}.pdf", deps.settings.bucket)
+    return processing.process_scan(deps, task, ENGINE)
+
+
+def no_lookup(emails: object) -> list[Any]:
+    return []
+
+
+@needs_tesseract
+@pytest.mark.slow
+def test_a_searchable_scan_from_tesseract_links_its_owner(
+    deps: Deps, ledger: FakeLedger, ocr_queue: SqsQueue
+) -> None:
+    # GIVEN a résumé scanned and made searchable by Tesseract's PDF renderer, its owner a user
+    data, email = tesseract_scan(3)
+    user = ledger.add_user(email)
+    # WHEN the text lane reads it THEN its invisible layer gives nothing to decide on: it is a scan
+    assert pdf.scan(data, no_lookup, max_pages=5, budget_seconds=30).reason == Reason.NO_TEXT_LAYER
+    # AND through both lanes its owner is linked by what the page shows
+    row = through_both_lanes(deps, data)
+    assert row is not None and (row.outcome, row.user_id, row.source) == ("linked", user, "ocr")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("under", [False, True], ids=["invisible-layer", "layer-under-the-image"])
+def test_a_sandwich_whose_layer_names_another_user_never_links_the_layer_user(
+    deps: Deps, ledger: FakeLedger, ocr_queue: SqsQueue, under: bool
+) -> None:
+    # GIVEN a page image showing user A's résumé, and a text layer naming user B (invisible over the
+    # image, or drawn under it)
+    text, shown = resume(5)
+    layer_user = "grace.hopper@example.org"
+    a, b = ledger.add_user(shown), ledger.add_user(layer_user)
+    data = scans.sandwich(text, f"Email: {layer_user}", under=under)
+    # WHEN both lanes have read it
+    row = through_both_lanes(deps, data)
+    # THEN the person the picture shows is linked, never the layer's
+    assert row is not None and (row.outcome, row.user_id) == ("linked", a)
+    assert ledger.pdf_url_of(b) is None
+
+
+def test_text_over_a_full_page_background_image_stays_in_the_text_lane() -> None:
+    # GIVEN a résumé template: a full-page background picture, real text over it
+    doc = FPDF(unit="pt", format="A4")
+    doc.add_page()
+    from PIL import Image
+
+    doc.image(Image.new("L", (60, 85), 235), x=0, y=0, w=595.28, h=841.89)
+    doc.set_font("Helvetica", "", 11)
+    doc.text(50, 80, "Ada Lovelace  |  ada@example.com")
+    for n in range(10):
+        doc.text(50, 120 + 16 * n, f"Experience line {n}: analytical engines, notes and programs")
+    # WHEN the text lane reads it
+    found = pdf.scan(bytes(doc.output()), lambda es: [], max_pages=5, budget_seconds=30, isolate=False)
+    # THEN it is read as text (the address is a candidate of nobody), not handed to OCR
+    assert found.reason == Reason.NO_USER
