@@ -112,8 +112,9 @@ def scan(
     """Read ``data`` with ``engine``: page 1's header band, the rest of page 1, then whole pages up to
     ``max_pages``, calling ``lookup`` with each region's new candidates and stopping at the end of the
     first page where one is known: that page is read whole, and ``named`` holds every known candidate
-    of it in reading order (the first is ``email``), so the matching rule sees the whole page. With ``second_look``, a region whose
-    text held an "@" but named nobody is read once more at another resolution (read.second_look_dpi).
+    of it in reading order (the first is ``email``), so the matching rule sees the whole page. With
+    ``second_look``, a region whose text held an "@" but named nobody is read once more at another
+    resolution (read.second_look_dpi).
 
     Raises MalformedPdf / EncryptedPdf when pdfium cannot open or render it, and PdfTimeout when opening,
     rendering and reading (lookups excluded) pass ``budget_seconds``. With ``isolate`` (where ``os.fork``
