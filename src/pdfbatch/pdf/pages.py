@@ -9,9 +9,9 @@ spacing) -> the cheap checks per glyph (visibility.py: render mode, colour alpha
 the page's candidates. The render check (visibility.shows) is done afterwards, and only for the
 candidates the caller says belong to users (``visible``), while the page is still open.
 
-Filled form fields count as text: on a page with widgets, the document's form-fill environment draws
-their values into the page (FPDFPage_Flatten, on this in-memory copy only), so a value is read and
-checked like any other text, hidden fields (the annotation's hidden or no-view flag) excepted.
+Filled form fields and free-text annotations count as text: on a page with them, their appearances are
+drawn into the page (FPDFPage_Flatten, on this in-memory copy only), so a value is read and checked like
+any other text; annotations a viewer never draws (the hidden or no-view flag) are removed first.
 mailto: links are not read: the address behind "Email me" is not something a person sees.
 
 A page whose text is not what it shows (visibility.reads_as_scan: a searchable scan's invisible layer,
@@ -84,7 +84,7 @@ class _Document:
         for index in range(min(self.info.page_count, self._max_pages)):
             with PDFIUM_LOCK:
                 self._close_page()
-                self._page = page = _OpenPage(self._doc, index, self._forms)
+                self._page = page = _OpenPage(self._doc, index)
             emails = list(dict.fromkeys(o.email for o in page.occurrences if not o.readings))
             fresh = [e for e in emails if e not in self._offered or e in self._users]
             self._offered.update(emails)
@@ -118,14 +118,14 @@ class _Document:
 class _OpenPage:
     """A loaded page with its text page, and the occurrences of addresses that pass the cheap checks."""
 
-    def __init__(self, doc: pdfium.PdfDocument, index: int, forms: bool) -> None:
+    def __init__(self, doc: pdfium.PdfDocument, index: int) -> None:
         try:
             self.page = doc[index]
         except pdfium.PdfiumError as exc:
             raise MalformedPdf(f"page {index + 1} cannot be loaded") from exc
         self.textpage: pdfium.PdfTextPage | None = None
         try:
-            if forms and visibility.draw_form_fields(doc, self.page):
+            if visibility.draw_form_fields(doc, self.page):
                 self.page.close()
                 self.page = doc[index]  # reloaded: the flattened field values are now page content
             self.textpage = self.page.get_textpage()

@@ -11,8 +11,9 @@ box twice, with its text and with its text objects switched to invisible, annota
 drawn as a viewer draws them. Every glyph must change enough pixels of what is drawn under it: the
 page's own background, not an assumed white.
 
-draw_form_fields puts the values of a page's filled form fields into its content (pdfium flattens the
-widgets' appearances on this in-memory copy), so they are read and checked as text.
+draw_form_fields puts the values of a page's filled form fields and its free-text annotations into its
+content (pdfium flattens their appearances on this in-memory copy), so they are read and checked as
+text; annotations a viewer never draws (Hidden, NoView) are removed first.
 
 Callers hold PDFIUM_LOCK.
 """
@@ -169,27 +170,38 @@ def shows(
     return True
 
 
-def draw_form_fields(doc: pdfium.PdfDocument, page: pdfium.PdfPage) -> bool:
-    """Flatten the page's widgets (form fields) into its content; True when the page changed (reload it).
+# Annotation flags (PDF 32000-1, 12.5.3): a viewer never draws a Hidden or NoView annotation on screen.
+_HIDDEN_FLAG, _NO_VIEW_FLAG = 2, 32
+# Annotations whose appearance a viewer draws as text on the page: their text is read like the page's.
+_DRAWN_TEXT = (pdfium_c.FPDF_ANNOT_WIDGET, pdfium_c.FPDF_ANNOT_FREETEXT)
 
-    Only widgets a viewer displays are flattened (FLAT_NORMALDISPLAY leaves hidden and no-view ones out).
+
+def draw_form_fields(doc: pdfium.PdfDocument, page: pdfium.PdfPage) -> bool:
+    """Flatten the page's form fields and free-text annotations into its content, as a viewer draws
+    them; True when the page changed (reload it).
+
+    Annotations a viewer never draws (Hidden or NoView) are removed first, on this in-memory copy: pdfium's
+    FLAT_NORMALDISPLAY skips only Hidden and Invisible ones, and would bake a NoView one into the page.
     """
     raw = page.raw
-    count = pdfium_c.FPDFPage_GetAnnotCount(raw)
-    has_widget = False
-    for index in range(count):
+    drawn_text = removed = False
+    for index in reversed(range(pdfium_c.FPDFPage_GetAnnotCount(raw))):
         annot = pdfium_c.FPDFPage_GetAnnot(raw, index)
         if not annot:
             continue
         try:
-            has_widget = pdfium_c.FPDFAnnot_GetSubtype(annot) == pdfium_c.FPDF_ANNOT_WIDGET
+            subtype = pdfium_c.FPDFAnnot_GetSubtype(annot)
+            never_drawn = pdfium_c.FPDFAnnot_GetFlags(annot) & (_HIDDEN_FLAG | _NO_VIEW_FLAG)
         finally:
             pdfium_c.FPDFPage_CloseAnnot(annot)
-        if has_widget:
-            break
-    if not has_widget:
-        return False
-    return bool(pdfium_c.FPDFPage_Flatten(raw, pdfium_c.FLAT_NORMALDISPLAY) == pdfium_c.FLATTEN_SUCCESS)
+        if never_drawn:
+            removed = bool(pdfium_c.FPDFPage_RemoveAnnot(raw, index)) or removed
+        elif subtype in _DRAWN_TEXT:
+            drawn_text = True
+    if not drawn_text:
+        return removed
+    flattened = pdfium_c.FPDFPage_Flatten(raw, pdfium_c.FLAT_NORMALDISPLAY) == pdfium_c.FLATTEN_SUCCESS
+    return flattened or removed
 
 
 class _PageToPixels:
