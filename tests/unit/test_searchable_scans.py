@@ -1,4 +1,5 @@
-"""Searchable scans (issue 26, class 7): a page whose text is not what it shows is read by OCR like a scan.
+"""Pages whose text is not what it shows (issue 26, class 7) are read by OCR like a scan: searchable scans,
+and gradient text (render mode 7 filled by a shading, CSS background-clip: text).
 
 A page image under an invisible text layer (what `tesseract img out pdf`, OCRmyPDF and scanner firmware
 write), or with its layer drawn under the picture, goes to the OCR lane, which reads the pixels only: the
@@ -17,7 +18,7 @@ import pytest
 from fpdf import FPDF
 
 from fakes import FakeLedger
-from fixtures import scans
+from fixtures import chromium, scans
 from fixtures.pipeline import drain, files_by_name, upload
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import ocr, pdf
@@ -119,3 +120,76 @@ def test_text_over_a_full_page_background_image_stays_in_the_text_lane() -> None
     found = pdf.scan(bytes(doc.output()), lambda es: [], max_pages=5, budget_seconds=30, isolate=False)
     # THEN it is read as text (the address is a candidate of nobody), not handed to OCR
     assert found.reason == Reason.NO_USER
+
+
+# --- gradient text: glyphs that paint no ink of their own, ink shown through them -------------------
+
+
+def clipped_text(address: str, *, paint: bool = True, transparent: bool = False) -> bytes:
+    """A page with a title, and ``address`` drawn as a clip (render mode 7) that an axial shading then
+    fills (``paint``), as gradient text is written; or (``transparent``) filled with alpha 0."""
+    from fixtures.pdfs import assemble
+
+    shading = b"<< /ShadingType 2 /ColorSpace /DeviceRGB /Coords [50 0 400 0] /Extend [true true]"
+    shading += b" /Function << /FunctionType 2 /Domain [0 1] /C0 [0.8 0 0] /C1 [0 0 0.8] /N 1 >> >>"
+    title = b"BT /F1 18 Tf 50 780 Td (Ada Lovelace, engineer) Tj ET "
+    if transparent:
+        body = b"q /G0 gs BT /F1 20 Tf 50 700 Td (%s) Tj ET Q" % address.encode()
+    else:
+        body = b"q BT 7 Tr /F1 20 Tf 50 700 Td (%s) Tj ET %s Q" % (
+            address.encode(),
+            b"/Sh0 sh" if paint else b"",
+        )
+    content = title + body
+    return assemble(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Contents 4 0 R /Resources"
+            b" << /Font << /F1 5 0 R >> /Shading << /Sh0 %s >> /ExtGState << /G0 << /ca 0 >> >> >> >>"
+            % shading,
+            b"<< /Length %d >>\nstream\n%s\nendstream" % (len(content), content),
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
+        ]
+    )
+
+
+@pytest.mark.slow
+def test_gradient_text_drawn_as_a_clip_filled_by_a_shading_links_its_owner(
+    deps: Deps, ledger: FakeLedger, ocr_queue: SqsQueue
+) -> None:
+    # GIVEN an address drawn in render mode 7 (a clip) and filled by a gradient: a person reads it
+    owner = ledger.add_user("ada.lovelace@example.com")
+    data = clipped_text("ada.lovelace@example.com")
+    # WHEN both lanes have read it  THEN its owner is linked, by the pixels (the OCR lane)
+    row = through_both_lanes(deps, data)
+    assert row is not None and (row.outcome, row.user_id, row.source) == ("linked", owner, "ocr")
+
+
+@pytest.mark.parametrize("how", ["clip-only", "transparent"])
+def test_glyphs_with_no_ink_shown_through_them_are_neither_read_nor_sent_to_ocr(how: str) -> None:
+    # GIVEN an address drawn as a clip nothing fills, or filled with a transparent colour, over paper
+    data = clipped_text("victim@example.com", paint=False, transparent=how == "transparent")
+    # WHEN the text lane reads it  THEN nobody sees it: it names nobody, and the page stays a text page
+    found = pdf.scan(data, no_lookup, max_pages=5, budget_seconds=30)
+    assert found.reason == Reason.NO_EMAIL
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not chromium.CHROMIUM.exists(), reason="Chromium prints the résumé (make test installs it)"
+)
+def test_css_background_clip_text_printed_by_chromium_links_its_owner(
+    deps: Deps, ledger: FakeLedger, ocr_queue: SqsQueue, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # GIVEN a résumé whose address is gradient text (CSS background-clip: text), printed by Chromium
+    owner = ledger.add_user("maria.lopez@example.com")
+    style = (
+        "background: linear-gradient(90deg, #c00, #00c); -webkit-background-clip: text;"
+        " background-clip: text; color: transparent; font-size: 13pt"
+    )
+    body = chromium.page("<p>Contact</p>", f'<p style="{style}">maria.lopez@example.com</p>')
+    data = chromium.print_pdfs({"gradient": body}, tmp_path_factory.mktemp("chromium"))["gradient"]
+    # WHEN both lanes have read it  THEN its owner is linked
+    row = through_both_lanes(deps, data)
+    assert row is not None and (row.outcome, row.user_id, row.source) == ("linked", owner, "ocr")

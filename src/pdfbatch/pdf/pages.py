@@ -41,6 +41,7 @@ from pdfbatch.pdf.structure import _check_page_tree, _open_pdfium, validate
 # execution environment runs one invocation at a time, so it only matters for threaded callers
 # (tests, benchmarks); lookups run outside it. Forks happen under it too (see reader._Reader).
 PDFIUM_LOCK = threading.RLock()
+_MAX_VEILED = 20  # veiled addresses rendered per page to see whether ink shows through them
 
 
 @dataclass(frozen=True)
@@ -132,8 +133,16 @@ class _OpenPage:
             glyphs = _PdfiumGlyphs(self.textpage)
             self.any_text = bool(glyphs.text.strip())
             self.checks = visibility.GlyphChecks(self.page, self.textpage)
-            self.occurrences = [o for o in occurrences(glyphs) if all(map(self.checks.visible, o.glyphs))]
-            self.scan_like = visibility.reads_as_scan(self.page, self.checks, glyphs.text)
+            found = list(occurrences(glyphs))
+            self.occurrences = [o for o in found if all(map(self.checks.visible, o.glyphs))]
+            # An address whose glyphs paint no ink of their own over ink something else draws there (a
+            # gradient through them: CSS background-clip: text) is read from the pixels, by OCR.
+            veiled = [
+                o for o in found if o not in self.occurrences and all(map(self.checks.veiled, o.glyphs))
+            ]
+            self.scan_like = visibility.reads_as_scan(self.page, self.checks, glyphs.text) or any(
+                visibility.on_ink(self.page, self.checks, o.glyphs) for o in veiled[:_MAX_VEILED]
+            )
         except pdfium.PdfiumError as exc:
             self.close()
             raise MalformedPdf(f"page {index + 1} text cannot be read") from exc

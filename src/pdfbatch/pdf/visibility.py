@@ -106,6 +106,90 @@ class GlyphChecks:
             scale = math.sqrt(abs(matrix.a * matrix.d - matrix.b * matrix.c))
         return bool(pdfium_c.FPDFText_GetFontSize(textpage, index) * scale >= MIN_SIZE)
 
+    def veiled(self, index: int) -> bool:
+        """Whether glyph ``index`` paints no ink of its own only because it is a clip (render mode 7) or
+        filled with a transparent colour, at a readable size inside the visible area: what CSS
+        ``background-clip: text`` prints, the ink drawn by a gradient through the glyphs (on_ink)."""
+        handle = pdfium_c.FPDFText_GetTextObject(self._textpage, index)
+        if not handle:
+            return False
+        mode = pdfium_c.FPDFTextObj_GetTextRenderMode(handle)
+        r, g, b, a = (ctypes.c_uint() for _ in range(4))
+        transparent = (
+            mode == 0 and pdfium_c.FPDFText_GetFillColor(self._textpage, index, r, g, b, a) and a.value == 0
+        )
+        if mode != pdfium_c.FPDF_TEXTRENDERMODE_CLIP and not transparent:
+            return False
+        matrix = pdfium_c.FS_MATRIX()
+        scale = 1.0
+        if pdfium_c.FPDFText_GetMatrix(self._textpage, index, matrix):
+            scale = math.sqrt(abs(matrix.a * matrix.d - matrix.b * matrix.c))
+        if pdfium_c.FPDFText_GetFontSize(self._textpage, index) * scale < MIN_SIZE:
+            return False
+        left, right, bottom, top = self._box
+        if not pdfium_c.FPDFText_GetCharBox(self._textpage, index, left, right, bottom, top):
+            return False
+        box = (left.value, bottom.value, right.value, top.value)
+        self.boxes[index] = box
+        x0, y0, x1, y1 = self._bounds
+        slack = _BOUNDS_SLACK
+        return bool(
+            box[0] >= x0 - slack and box[2] <= x1 + slack and box[1] >= y0 - slack and box[3] <= y1 + slack
+        )
+
+
+# A veiled glyph (GlyphChecks.veiled) sits on ink when at least this share of its box differs clearly from
+# the box's commonest colour (strokes of a letter cover ~15-30% of its box).
+_ON_INK_SHARE = 0.05
+
+
+def on_ink(page: pdfium.PdfPage, checks: GlyphChecks, glyphs: Sequence[int]) -> bool:
+    """Whether every glyph of ``glyphs`` (veiled: no ink of its own) has ink drawn in its box by something
+    else, as a gradient shows through glyphs used as a clip or a mask. Then the page's text is not what
+    it shows (only the pixels say what a person reads there): the page is read by OCR."""
+    boxes = [checks.boxes[i] for i in glyphs]
+    if not boxes:
+        return False
+    em = max(top - bottom for _, bottom, _, top in boxes)
+    scale = min(8.0, max(1.0, _PIXELS_PER_EM / max(em, 0.1)))
+    page_w, page_h = page.get_size()
+    size = (round(page_w * scale), round(page_h * scale))
+    to_pixels = _PageToPixels(page.raw, size)
+    union = (
+        min(b[0] for b in boxes),
+        min(b[1] for b in boxes),
+        max(b[2] for b in boxes),
+        max(b[3] for b in boxes),
+    )
+    x0, y0, x1, y1 = to_pixels.rect(union, pad=0)
+    x0, y0, x1, y1 = max(x0, 0), max(y0, 0), min(x1, size[0]), min(y1, size[1])
+    if x1 <= x0 or y1 <= y0 or (x1 - x0) * (y1 - y0) > _MAX_BITMAP_PIXELS:
+        return False
+    width, height = x1 - x0, y1 - y0
+    pixels = _render(page, (x0, y0, width, height, size))
+    grey = bytes((pixels[i] + pixels[i + 1] + pixels[i + 2]) // 3 for i in range(0, len(pixels), 4))
+    paper = max(range(256), key=grey.count) if len(grey) <= 4096 else _commonest(grey)
+    for box in boxes:
+        gx0, gy0, gx1, gy1 = to_pixels.rect(box, pad=0)
+        gx0, gy0 = min(max(gx0 - x0, 0), width - 1), min(max(gy0 - y0, 0), height - 1)
+        gx1, gy1 = min(max(gx1 - x0, gx0 + 1), width), min(max(gy1 - y0, gy0 + 1), height)
+        inked = sum(
+            1
+            for y in range(gy0, gy1)
+            for v in grey[y * width + gx0 : y * width + gx1]
+            if abs(v - paper) >= _CONTRAST
+        )
+        if inked < max(1, int(_ON_INK_SHARE * (gx1 - gx0) * (gy1 - gy0))):
+            return False
+    return True
+
+
+def _commonest(grey: bytes) -> int:
+    counts = [0] * 256
+    for v in grey:
+        counts[v] += 1
+    return max(range(256), key=counts.__getitem__)
+
 
 def shows(
     page: pdfium.PdfPage, textpage: pdfium.PdfTextPage, checks: GlyphChecks, glyphs: Sequence[int]
