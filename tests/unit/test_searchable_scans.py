@@ -10,15 +10,17 @@ and moto's SQS, with the real Tesseract (the lane on the local stack: tests/e2e/
 from __future__ import annotations
 
 import functools
+import io
 import random
 import shutil
 from typing import Any
 
+import pypdf
 import pytest
 from fpdf import FPDF
 
 from fakes import FakeLedger
-from fixtures import chromium, scans
+from fixtures import chromium, pdfs, scans
 from fixtures.pipeline import drain, files_by_name, upload
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import ocr, pdf
@@ -193,3 +195,32 @@ def test_css_background_clip_text_printed_by_chromium_links_its_owner(
     # WHEN both lanes have read it  THEN its owner is linked
     row = through_both_lanes(deps, data)
     assert row is not None and (row.outcome, row.user_id, row.source) == ("linked", owner, "ocr")
+
+
+def test_a_page_image_with_only_a_caption_a_person_reads_is_read_by_ocr() -> None:
+    # GIVEN a scanned page with a visible page number drawn over it (far less text than ink)
+    text, _ = resume(5)
+    image = scans.sandwich(text, "", dpi=100)
+    doc = pypdf.PdfWriter(clone_from=io.BytesIO(image))
+    stamp = FPDF(unit="pt", format="A4")
+    stamp.add_page()
+    stamp.set_font("Helvetica", "", 9)
+    stamp.text(280, 820, "Page 1 of 1")
+    doc.pages[0].merge_page(pypdf.PdfReader(io.BytesIO(bytes(stamp.output()))).pages[0])
+    out = io.BytesIO()
+    doc.write(out)
+    # WHEN the text lane reads it  THEN the page is a scan: the OCR lane reads it
+    assert pdf.scan(out.getvalue(), no_lookup, max_pages=5, budget_seconds=30).reason == Reason.NO_TEXT_LAYER
+
+
+def test_a_text_page_before_a_searchable_scan_page_does_not_keep_the_scan_from_ocr() -> None:
+    # GIVEN a cover page of text naming nobody, then a searchable scan's page (per page, not per document)
+    text, email = resume(5)
+    cover = pdfs.text_pdf([["Application for the platform role", "Please find my résumé attached."]])
+    doc = pypdf.PdfWriter(clone_from=io.BytesIO(cover))
+    doc.append(pypdf.PdfReader(io.BytesIO(scans.sandwich(text, f"Email: {email}"))))
+    out = io.BytesIO()
+    doc.write(out)
+    # WHEN the text lane reads it  THEN it hands the document to OCR at the scanned page
+    found = pdf.scan(out.getvalue(), no_lookup, max_pages=5, budget_seconds=30)
+    assert (found.reason, found.pages_read) == (Reason.NO_TEXT_LAYER, 2)
