@@ -397,49 +397,57 @@ def reads_as_scan(page: pdfium.PdfPage, checks: GlyphChecks, text: str) -> bool:
     is drawn over all of its text (a sandwich with the layer under the picture), or when a page image
     carries fewer than MIN_SHOWN_CHARS readable characters a person sees (image-only pages included).
     """
-    image_share, image_over_text = _page_image(page)
-    need = MIN_SHOWN_CHARS if image_share >= SCAN_IMAGE_SHARE else 1
-    if image_over_text and image_share >= SCAN_IMAGE_SHARE:
-        return True
-    if not text.strip() and image_share < SCAN_IMAGE_SHARE:
-        return False  # no text and no picture: blank, or vector drawing only
     shown = 0
     for index, char in enumerate(text):
         if char.isspace() or char in _UNREADABLE or not checks.visible(index):
             continue
         shown += 1
-        if shown >= need:
-            return False
-    return True
+        if shown >= MIN_SHOWN_CHARS:
+            # A page of text: a scan only if a page image is drawn over all of it (read from the end
+            # of the page's objects, so a page that ends in text costs a few calls).
+            return _image_over_text(page)
+    if text.strip() and shown == 0:
+        return True  # text, none of it readable where it is drawn
+    return shown < MIN_SHOWN_CHARS and _largest_image_share(page) >= SCAN_IMAGE_SHARE
 
 
-def _page_image(page: pdfium.PdfPage) -> tuple[float, bool]:
-    """The share of the page its largest image (or form holding one) covers, and whether one such
-    image is drawn after every text object of the page (top level)."""
-    width, height = page.get_size()
-    area = max(width * height, 1e-6)
-    best = 0.0
-    last_text = -1
-    big_after_text = False
-    raw = page.raw
-    count = min(pdfium_c.FPDFPage_CountObjects(raw), _MAX_OBJECTS)
+def _image_share(page: pdfium.PdfPage, obj: pdfium_c.FPDF_PAGEOBJECT) -> float:
     left, bottom, right, top = (ctypes.c_float() for _ in range(4))
-    for index in range(count):
+    if not pdfium_c.FPDFPageObj_GetBounds(obj, left, bottom, right, top):
+        return 0.0
+    width, height = page.get_size()
+    w = max(0.0, min(float(right.value), width) - max(float(left.value), 0.0))
+    h = max(0.0, min(float(top.value), height) - max(float(bottom.value), 0.0))
+    return float(w * h / max(width * height, 1e-6))
+
+
+def _is_image(obj: pdfium_c.FPDF_PAGEOBJECT, kind: int) -> bool:
+    return kind == pdfium_c.FPDF_PAGEOBJ_IMAGE or (kind == pdfium_c.FPDF_PAGEOBJ_FORM and _holds(obj, False))
+
+
+def _image_over_text(page: pdfium.PdfPage) -> bool:
+    """Whether a page image (SCAN_IMAGE_SHARE of the page or more) is drawn after every text object."""
+    raw = page.raw
+    count = pdfium_c.FPDFPage_CountObjects(raw)
+    for index in range(count - 1, max(count - _MAX_OBJECTS, 0) - 1, -1):
         obj = pdfium_c.FPDFPage_GetObject(raw, index)
         kind = pdfium_c.FPDFPageObj_GetType(obj)
         if kind == pdfium_c.FPDF_PAGEOBJ_TEXT or (kind == pdfium_c.FPDF_PAGEOBJ_FORM and _holds(obj, True)):
-            last_text = index
-            big_after_text = False
-        if kind == pdfium_c.FPDF_PAGEOBJ_IMAGE or (kind == pdfium_c.FPDF_PAGEOBJ_FORM and _holds(obj, False)):
-            if not pdfium_c.FPDFPageObj_GetBounds(obj, left, bottom, right, top):
-                continue
-            w = max(0.0, min(right.value, width) - max(left.value, 0.0))
-            h = max(0.0, min(top.value, height) - max(bottom.value, 0.0))
-            share = w * h / area
-            best = max(best, share)
-            if share >= SCAN_IMAGE_SHARE and last_text >= 0:
-                big_after_text = True
-    return best, big_after_text
+            return False
+        if _is_image(obj, kind) and _image_share(page, obj) >= SCAN_IMAGE_SHARE:
+            return True
+    return False
+
+
+def _largest_image_share(page: pdfium.PdfPage) -> float:
+    """The share of the page its largest image (or form holding one) covers."""
+    raw = page.raw
+    best = 0.0
+    for index in range(min(pdfium_c.FPDFPage_CountObjects(raw), _MAX_OBJECTS)):
+        obj = pdfium_c.FPDFPage_GetObject(raw, index)
+        if _is_image(obj, pdfium_c.FPDFPageObj_GetType(obj)):
+            best = max(best, _image_share(page, obj))
+    return best
 
 
 def _holds(form: pdfium_c.FPDF_PAGEOBJECT, text: bool, depth: int = 0) -> bool:
