@@ -86,6 +86,15 @@ class GlyphChecks:
             box[0] >= x0 - slack and box[2] <= x1 + slack and box[1] >= y0 - slack and box[3] <= y1 + slack
         )
 
+    def drawn(self, index: int) -> bool:
+        """Whether glyph ``index``'s text object is drawn (``visible`` without the glyph's own box)."""
+        key = _text_object_address(self._textpage_address, index)
+        drawn = self._objects.get(key)
+        if drawn is None:
+            handle = pdfium_c.FPDFText_GetTextObject(self._textpage, index)
+            drawn = self._objects[key] = bool(key) and self._drawn(handle, index)
+        return drawn
+
     def _drawn(self, handle: pdfium_c.FPDF_PAGEOBJECT, index: int) -> bool:
         textpage = self._textpage
         mode = pdfium_c.FPDFTextObj_GetTextRenderMode(handle)
@@ -399,7 +408,7 @@ def reads_as_scan(page: pdfium.PdfPage, checks: GlyphChecks, text: str) -> bool:
     """
     shown = 0
     for index, char in enumerate(text):
-        if char.isspace() or char in _UNREADABLE or not checks.visible(index):
+        if char.isspace() or char in _UNREADABLE or not checks.drawn(index):
             continue
         shown += 1
         if shown >= MIN_SHOWN_CHARS:
