@@ -1,10 +1,11 @@
 """The OCR lane end to end on LocalStack (issue 12): a batch of text résumés and scans, every file to its
-right outcome; the scans through process_pdf's hand-off, the OCR queue and ocr_pdf (real Tesseract, the
-function's own zip), linked with source "ocr"; then the invariant checker over the batch."""
+right outcome; the scans (searchable ones too, issue 26) through process_pdf's hand-off, the OCR queue and
+ocr_pdf (real Tesseract, the function's own zip), linked with source "ocr"; then the invariant checker."""
 
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,12 @@ from fixtures.stack import run_cli, seed
 from pdfbatch.ops import samples
 
 pytestmark = pytest.mark.e2e
+
+
+def resume(seed_: int) -> tuple[bytes, str]:
+    """A word processor's résumé with its address in the header band, or (b"", "") when it is elsewhere."""
+    text, email, where, _ = scans.resume_text_pdf(random.Random(seed_))
+    return (text, email) if where == "header" else (b"", "")
 
 
 def test_a_batch_of_resumes_and_scans_reaches_the_right_outcomes_through_both_lanes(
@@ -32,6 +39,20 @@ def test_a_batch_of_resumes_and_scans_reaches_the_right_outcomes_through_both_la
         corpus.users.append(doc.email)
         corpus.add(f"scans/resume_{n}.pdf", doc.data, "linked", "matched")
     corpus.add("scans/blank.pdf", scans.blank_scan(), "skipped_no_match", "no_email")
+    # searchable scans (issue 26): one made by `tesseract img out pdf`, and a hand-built sandwich whose
+    # invisible layer names another user than its picture: the picture's owner is linked, never the layer's
+    searchable = [resume(s) for s in range(40, 80)]
+    (made, owner), (sandwiched, pictured) = [(t, e) for t, e in searchable if t][:2]
+    corpus.users.append(owner)
+    corpus.add("scans/searchable_tesseract.pdf", scans.tesseract_pdf(made), "linked", "matched")
+    layer_user = samples.person(5100)[1]
+    corpus.users += [pictured, layer_user]
+    corpus.add(
+        "scans/searchable_sandwich.pdf",
+        scans.sandwich(sandwiched, f"Email: {layer_user}"),
+        "linked",
+        "matched",
+    )
     appendix = pdfs.text_pdf([[f"Appendix page {p}", "Intentionally brief."] for p in range(1, 9)])
     long_scan = scans.rasterize(appendix, dpi=150, seed=11)[0]
     corpus.add("scans/long.pdf", long_scan, "skipped_no_match", "ocr_page_limit")
@@ -52,16 +73,23 @@ def test_a_batch_of_resumes_and_scans_reaches_the_right_outcomes_through_both_la
     for name, f in files.items():
         assert f["source"] == ("ocr" if name.startswith("scans/") else "text"), name
     final, _ = stack["api"].status(batch_id)
-    assert final["lanes"] == {"text": {"done": 4}, "ocr": {"waiting": 0, "done": 4}}
+    assert final["lanes"] == {"text": {"done": 4}, "ocr": {"waiting": 0, "done": 6}}
     # AND the scans' users point at their final objects, as the text résumés' do
     with stack["db"].cursor() as cur:
-        for name in ("scans/resume_1.pdf", "scans/resume_2.pdf"):
+        linked = ("scans/resume_1.pdf", "scans/resume_2.pdf", "scans/searchable_tesseract.pdf")
+        for name in (*linked, "scans/searchable_sandwich.pdf"):
             cur.execute("SELECT pdf_url FROM users WHERE id = %s", (files[name]["userId"],))
             assert cur.fetchone()[0].endswith(files[name]["finalKey"])
         cur.execute(
+            "SELECT email FROM users WHERE id = %s", (files["scans/searchable_sandwich.pdf"]["userId"],)
+        )
+        assert cur.fetchone()[0] == pictured  # the picture's owner
+        cur.execute("SELECT pdf_url FROM users WHERE email = %s", (layer_user,))
+        assert cur.fetchone()[0] is None  # the sandwich's invisible layer linked nobody
+        cur.execute(
             "SELECT source, COUNT(*) FROM pdfbatch_files WHERE batch_id = %s GROUP BY source", (batch_id,)
         )
-        assert dict(cur.fetchall()) == {"text": 4, "ocr": 4}
+        assert dict(cur.fetchall()) == {"text": 4, "ocr": 6}
     # AND the invariants hold (one outcome each, counters = ledger, links, lanes, no staged leftovers)
     done = run_cli(stack["env"], "check", batch_id, "--json")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

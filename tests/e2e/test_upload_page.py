@@ -148,10 +148,10 @@ def test_a_zip_uploaded_through_the_page_ends_in_the_table_of_files_not_linked(
     assert table(page) == expected_rows(ledger)
     assert page.text_content("#not-linked-count") == str(len(ledger))
     assert {EVIL_NAME, FORMULA_NAME} <= {row[1] for row in table(page)}  # shown as text, as they are
-    # and the OCR lane's part is said in words, as the API counts it (the demo ZIP has three scans)
+    # and the OCR lane's part is said in words, as the API counts it (the demo ZIP has four scans)
     ocr = status["lanes"]["ocr"]
-    assert ocr["done"] == 3 and ocr["waiting"] == 0
-    assert page.text_content("#lanes") == "3 scans read by OCR, 0 waiting."
+    assert ocr["done"] == 4 and ocr["waiting"] == 0
+    assert page.text_content("#lanes") == "4 scans read by OCR, 0 waiting."
     assert page.is_hidden("#callback")  # no callbackUrl, an admin key: no callback
     assert "report\ufffdgnp.pdf" in {row[1] for row in table(page)}  # the override is not obeyed
     assert page.locator("#rows img").count() == 0

@@ -249,6 +249,47 @@ def test_ocr_text_is_held_to_the_text_pdfs_matching_rule(
         assert row.users_named == 2
 
 
+def letterhead_scan(recruiter: str, candidate: str) -> bytes:
+    """A scanned page: an agency's letterhead naming its recruiter, the candidate's contact lower down."""
+    from fpdf import FPDF
+
+    doc = FPDF(unit="pt", format="A4")
+    doc.set_auto_page_break(False)
+    doc.add_page()
+    doc.set_font("Helvetica", "B", 16)
+    doc.text(50, 60, "Northwind Talent Partners")
+    doc.set_font("Helvetica", "", 11)
+    doc.text(50, 80, f"Your recruiter: {recruiter}")
+    for n in range(8):
+        doc.text(50, 300 + 18 * n, f"Profile summary line {n + 1}: platform engineering and delivery.")
+    doc.text(50, 520, f"Candidate contact: {candidate}")
+    return scans.rasterize(bytes(doc.output()), dpi=300, seed=4, max_angle=0.5)[0]
+
+
+@pytest.mark.slow
+def test_a_scanned_letterhead_naming_the_recruiter_and_a_body_naming_the_candidate_is_ambiguous(
+    deps: Deps, ledger: FakeLedger, ocr_queue: SqsQueue
+) -> None:
+    # GIVEN a scanned page whose letterhead (the header band) names a recruiter and whose body names the
+    # candidate, both users (issue 26, class 6)
+    from pdfbatch import ocr
+
+    recruiter, candidate = ledger.add_user("talent.lead@example.org"), ledger.add_user("jane.doe@example.com")
+    batch_id, task = scan_task(
+        deps, [("scan.pdf", letterhead_scan("talent.lead@example.org", "jane.doe@example.com"))]
+    )
+    deps.ledger.mark_lane(batch_id, 0, "ocr")
+    # WHEN ocr_pdf reads it with the real engine
+    row = processing.process_scan(deps, task, ocr.Tesseract())
+    # THEN the page is read whole before deciding, as a text page: ambiguous, nobody linked
+    assert row is not None and (row.outcome, row.reason, row.users_named) == (
+        "skipped_no_match",
+        "ambiguous",
+        2,
+    )
+    assert ledger.pdf_url_of(recruiter) is None and ledger.pdf_url_of(candidate) is None
+
+
 def test_a_long_scan_naming_nobody_ends_at_the_page_limit(deps: Deps, ocr_queue: SqsQueue) -> None:
     # GIVEN a 7-page scan and a page limit of 3
     deps.settings = dataclasses.replace(deps.settings, limits=Limits(ocr_max_pages=3))

@@ -1,5 +1,5 @@
 """Scanned PDFs (no text layer) read by OCR: pages rendered by pdfium, read by Tesseract in a killable
-worker, header band of page 1 first, stopping at the first region that names a user.
+worker, header band of page 1 first, stopping at the end of the first page that names a user (read whole).
 
     engine.py  the Engine Protocol (raster in, text out) and Tesseract, the engine chosen by measurement
     read.py    the reading order (plan), rendering, OCR text -> candidate addresses (pdf.find_emails)

@@ -3,7 +3,7 @@
 The order is the speed: a résumé names its owner in the header band of page 1, so that band is read
 first (~a fifth of a page); then the rest of page 1 (overlapping the band by a line's height, so a line
 the band's edge cut is read whole once), then whole pages. The caller stops the reading at the first
-region that decides. Everything here parses untrusted bytes and runs in the worker (see worker.py).
+page that decides (read whole). Everything here parses untrusted bytes and runs in the worker (worker.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""scan(): read a scanned PDF region by region until a candidate address names a known user.
+"""scan(): read a scanned PDF region by region until a page names a known user, then finish that page.
+
+One rule for text and scans: the page that decides is read whole before it decides. The header band of
+page 1 is read first only as an order of work: when it names a user, the rest of page 1 is still read,
+so a letterhead naming one user and a body naming another is ambiguous, as on a text page.
 
 The same rule as text PDFs: candidates come from pdf.find_emails on what the engine read, and only an
 exact (case-insensitive) match with a user counts, so a misread address matches nobody. OCR only ever
@@ -54,8 +58,8 @@ class OcrScan(Generic[T]):
     regions: tuple[RegionStat, ...]
     ocr_seconds: float  # opening, rendering and reading: the time the budget bounds
     lookup_seconds: float
-    # MATCHED: every known candidate of the deciding region, in reading order (``email`` first), so the
-    # caller can apply the matching rule to the region as to a text page (two users named: ambiguous).
+    # MATCHED: every known candidate of the deciding page, in reading order (``email`` first), so the
+    # caller can apply the matching rule to the page as to a text page (two users named: ambiguous).
     named: tuple[str, ...] = ()
 
     @property
@@ -106,9 +110,11 @@ def scan(
     second_look: bool = True,
 ) -> OcrScan[T]:
     """Read ``data`` with ``engine``: page 1's header band, the rest of page 1, then whole pages up to
-    ``max_pages``, calling ``lookup`` with each region's new candidates and stopping at the first region
-    where one is known (the first known in reading order wins). With ``second_look``, a region whose
-    text held an "@" but named nobody is read once more at another resolution (read.second_look_dpi).
+    ``max_pages``, calling ``lookup`` with each region's new candidates and stopping at the end of the
+    first page where one is known: that page is read whole, and ``named`` holds every known candidate
+    of it in reading order (the first is ``email``), so the matching rule sees the whole page. With
+    ``second_look``, a region whose text held an "@" but named nobody is read once more at another
+    resolution (read.second_look_dpi).
 
     Raises MalformedPdf / EncryptedPdf when pdfium cannot open or render it, and PdfTimeout when opening,
     rendering and reading (lookups excluded) pass ``budget_seconds``. With ``isolate`` (where ``os.fork``
@@ -118,6 +124,8 @@ def scan(
     started = clock()
     lookup_seconds = 0.0
     seen: set[str] = set()
+    known: dict[str, T] = {}  # every candidate the lookup knew
+    page_named: list[str] = []  # the known candidates of the page read so far, in reading order
     stats: list[RegionStat] = []
     page_count = 0
 
@@ -172,18 +180,23 @@ def scan(
                 )
             )
             fresh = [e for e in event.candidates if e not in seen]
+            named_here: list[str] = []
+            if fresh:
+                seen.update(fresh)
+                t = clock()
+                found = lookup(fresh)
+                lookup_seconds += clock() - t
+                known.update({k.lower(): v for k, v in found.items()})
+                named_here = [e for e in fresh if e in known]
+                page_named.extend(named_here)
             # An "@" was read but nobody named: read the region once more at another resolution.
-            again = second_look and event.has_at
-            if not fresh:
-                continue
-            seen.update(fresh)
-            t = clock()
-            found = lookup(fresh)
-            lookup_seconds += clock() - t
-            known = {k.lower(): v for k, v in found.items()}
-            named = tuple(e for e in fresh if e in known)
-            if named:
-                return result(Reason.MATCHED, named[0], known[named[0]], named)
+            again = second_look and event.has_at and not named_here
+            # The page that names a user decides, read whole: the header band is only the first part
+            # of it read (a letterhead naming a recruiter, the body another user: ambiguous).
+            if page_named and not again and r.part != "header":
+                return result(Reason.MATCHED, page_named[0], known[page_named[0]], tuple(page_named))
+        if page_named:  # the reader ended inside the deciding page
+            return result(Reason.MATCHED, page_named[0], known[page_named[0]], tuple(page_named))
     finally:
         source.close()
     if page_count > max_pages:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import random
 import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -219,6 +220,15 @@ def demo_corpus(n_resumes: int = 12) -> Corpus:
         c.users.append(doc.email)
         c.add(f"scans/scanned_resume_{n}.pdf", doc.data, "linked", "matched")
     c.add("scans/scanned_letter.pdf", image_only(), "skipped_no_match", "no_email")
+    # a searchable scan (a page image under an invisible text layer, as OCRmyPDF or a scanner writes it):
+    # its layer decides nothing, the OCR lane reads the picture and links its owner
+    text, email = next(
+        (t, e)
+        for t, e, where, _ in (scans.resume_text_pdf(random.Random(s)) for s in range(30, 60))
+        if where == "header"
+    )
+    c.users.append(email)
+    c.add("scans/searchable_scan.pdf", scans.sandwich(text, f"Email: {email}"), "linked", "matched")
     name, email = person(105)
     c.users.append(email)
     c.add(

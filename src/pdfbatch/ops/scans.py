@@ -10,7 +10,10 @@ in a contact section lower on page 1, some on page 2 (the first page names the p
 from __future__ import annotations
 
 import io
+import os
 import random
+import subprocess
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -18,6 +21,7 @@ from functools import cache
 
 import pypdfium2 as pdfium
 from fpdf import FPDF
+from fpdf.enums import TextMode
 from PIL import Image, ImageChops
 
 from pdfbatch.ops import samples
@@ -272,6 +276,71 @@ def long_scan(pages: int = 30, email_page: int | None = None, dpi: int = 200, se
         angles=angles,
         pages=pages,
     )
+
+
+def _scanned_images(pdf: bytes, dpi: int, seed: int) -> list[Image.Image]:
+    """Each page of ``pdf`` as the scanner gives it back (see rasterize), uncompressed."""
+    rng = random.Random(seed)
+    images = []
+    doc = pdfium.PdfDocument(pdf)
+    try:
+        for index in range(len(doc)):
+            page = doc[index]
+            try:
+                image = page.render(scale=dpi / 72, grayscale=True).to_pil().convert("L")
+            finally:
+                page.close()
+            images.append(_scanned_page(image, round(rng.uniform(-1.0, 1.0), 2), rng, 8))
+    finally:
+        doc.close()
+    return images
+
+
+def tesseract_pdf(pdf: bytes, *, dpi: int = 200, seed: int = 5, tesseract: str = "tesseract") -> bytes:
+    """``pdf`` scanned, then made searchable by Tesseract's own PDF renderer (``tesseract img out pdf``):
+    each page image with Tesseract's invisible (render mode 3) text layer over it, as OCRmyPDF, Acrobat's
+    "make searchable" and scanner firmware write them. Needs the tesseract command line."""
+    images = _scanned_images(pdf, dpi, seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        names = []
+        for index, image in enumerate(images):  # JPEG, as scanners write: Tesseract embeds it as it is
+            names.append(os.path.join(tmp, f"page{index}.jpg"))
+            image.save(names[-1], "JPEG", quality=70, dpi=(dpi, dpi))
+        listing = os.path.join(tmp, "pages.txt")
+        with open(listing, "w") as f:
+            f.write("\n".join(names) + "\n")
+        out = os.path.join(tmp, "out")
+        subprocess.run(  # noqa: S603 - a fixed command line on files this function wrote
+            [tesseract, listing, out, "--dpi", str(dpi), "-l", "eng", "pdf"],
+            check=True,
+            capture_output=True,
+            env={**os.environ, "OMP_THREAD_LIMIT": "1"},
+        )
+        with open(out + ".pdf", "rb") as f:
+            return f.read()
+
+
+def sandwich(pdf: bytes, layer: str, *, under: bool = False, dpi: int = 200, seed: int = 9) -> bytes:
+    """A hand-built searchable scan: page 1 of ``pdf`` scanned as the page image, and ``layer`` as its
+    text layer in the header band, invisible (render mode 3) over the image, or (``under``) drawn in
+    black under it, as a producer that stacks the picture last writes it. The layer may say something
+    other than the picture: what a person reads is the picture."""
+    image = _scanned_images(pdf, dpi, seed)[0]
+    jpeg = io.BytesIO()
+    image.save(jpeg, "JPEG", quality=75)
+    out = FPDF(unit="pt", format="A4")
+    out.set_creation_date(_EPOCH)
+    out.set_auto_page_break(False)
+    out.add_page()
+    out.set_font("Helvetica", "", 11)
+    if under:
+        out.text(50, 118, layer)
+        out.image(jpeg, x=0, y=0, w=A4[0], h=A4[1])
+    else:
+        out.image(jpeg, x=0, y=0, w=A4[0], h=A4[1])
+        out.text_mode = TextMode.INVISIBLE
+        out.text(50, 118, layer)
+    return bytes(out.output())
 
 
 def blank_scan(dpi: int = 150, seed: int = 3) -> bytes:

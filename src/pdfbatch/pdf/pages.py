@@ -9,10 +9,14 @@ spacing) -> the cheap checks per glyph (visibility.py: render mode, colour alpha
 the page's candidates. The render check (visibility.shows) is done afterwards, and only for the
 candidates the caller says belong to users (``visible``), while the page is still open.
 
-Filled form fields count as text: on a page with widgets, the document's form-fill environment draws
-their values into the page (FPDFPage_Flatten, on this in-memory copy only), so a value is read and
-checked like any other text, hidden fields (the annotation's hidden or no-view flag) excepted.
+Filled form fields and free-text annotations count as text: on a page with them, their appearances are
+drawn into the page (FPDFPage_Flatten, on this in-memory copy only), so a value is read and checked like
+any other text; annotations a viewer never draws (the hidden or no-view flag) are removed first.
 mailto: links are not read: the address behind "Email me" is not something a person sees.
+
+A page whose text is not what it shows (visibility.reads_as_scan: a searchable scan's invisible layer,
+text under a page image, glyphs without Unicode, a page image with next to no text) is marked
+``scan_like``: scan() hands the document to the OCR lane there, so its layer never decides on its own.
 
 No I/O: the document is bytes in memory. pdfium is not thread-safe: every call into it goes through
 PDFIUM_LOCK.
@@ -37,6 +41,7 @@ from pdfbatch.pdf.structure import _check_page_tree, _open_pdfium, validate
 # execution environment runs one invocation at a time, so it only matters for threaded callers
 # (tests, benchmarks); lookups run outside it. Forks happen under it too (see reader._Reader).
 PDFIUM_LOCK = threading.RLock()
+_MAX_VEILED = 20  # veiled addresses rendered per page to see whether ink shows through them
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,8 @@ class _Page:
     any_text: bool
     pages_read: int
     readings: list[list[str | None]] = field(default_factory=list)  # places read two ways (glyphs.Occurrence)
+    # Its text is not what it shows (visibility.reads_as_scan): only OCR of its pixels may decide it.
+    scan_like: bool = False
 
 
 class _Document:
@@ -78,13 +85,13 @@ class _Document:
         for index in range(min(self.info.page_count, self._max_pages)):
             with PDFIUM_LOCK:
                 self._close_page()
-                self._page = page = _OpenPage(self._doc, index, self._forms)
+                self._page = page = _OpenPage(self._doc, index)
             emails = list(dict.fromkeys(o.email for o in page.occurrences if not o.readings))
             fresh = [e for e in emails if e not in self._offered or e in self._users]
             self._offered.update(emails)
             readings = [list(o.readings) for o in page.occurrences if o.readings]
             any_text = any_text or page.any_text
-            yield _Page(fresh, any_text, index + 1, readings)
+            yield _Page(fresh, any_text, index + 1, readings, page.scan_like)
 
     def visible(self, emails: Sequence[str]) -> list[str]:
         """Those of ``emails`` that a person sees on the page read last (at least one occurrence of each
@@ -112,21 +119,30 @@ class _Document:
 class _OpenPage:
     """A loaded page with its text page, and the occurrences of addresses that pass the cheap checks."""
 
-    def __init__(self, doc: pdfium.PdfDocument, index: int, forms: bool) -> None:
+    def __init__(self, doc: pdfium.PdfDocument, index: int) -> None:
         try:
             self.page = doc[index]
         except pdfium.PdfiumError as exc:
             raise MalformedPdf(f"page {index + 1} cannot be loaded") from exc
         self.textpage: pdfium.PdfTextPage | None = None
         try:
-            if forms and visibility.draw_form_fields(doc, self.page):
+            if visibility.draw_form_fields(doc, self.page):
                 self.page.close()
                 self.page = doc[index]  # reloaded: the flattened field values are now page content
             self.textpage = self.page.get_textpage()
             glyphs = _PdfiumGlyphs(self.textpage)
             self.any_text = bool(glyphs.text.strip())
             self.checks = visibility.GlyphChecks(self.page, self.textpage)
-            self.occurrences = [o for o in occurrences(glyphs) if all(map(self.checks.visible, o.glyphs))]
+            found = list(occurrences(glyphs))
+            self.occurrences = [o for o in found if all(map(self.checks.visible, o.glyphs))]
+            # An address whose glyphs paint no ink of their own over ink something else draws there (a
+            # gradient through them: CSS background-clip: text) is read from the pixels, by OCR.
+            veiled = [
+                o for o in found if o not in self.occurrences and all(map(self.checks.veiled, o.glyphs))
+            ]
+            self.scan_like = visibility.reads_as_scan(self.page, self.checks, glyphs.text) or any(
+                visibility.on_ink(self.page, self.checks, o.glyphs) for o in veiled[:_MAX_VEILED]
+            )
         except pdfium.PdfiumError as exc:
             self.close()
             raise MalformedPdf(f"page {index + 1} text cannot be read") from exc

@@ -112,8 +112,9 @@ class _Remote:
                     raise RuntimeError("PDF reader broke off a page")
                 candidates.extend(message[1])
             readings: list[list[str | None]] = message[5]
-            self._awaiting_verdict = bool(candidates or readings)
-            return _Page(candidates, message[3], message[4], readings)
+            scan_like = bool(message[6])
+            self._awaiting_verdict = bool(candidates or readings or scan_like)
+            return _Page(candidates, message[3], message[4], readings, scan_like)
         self._idle = True
         if kind == "end":
             return None
@@ -253,17 +254,19 @@ def _read_one(conn: Connection) -> bool:  # pragma: no cover - runs in the forke
         last: _Page | None = None  # pages without candidates are only told about at the end (fewer messages)
         for page in document.pages():
             last = page
-            if not page.candidates and not page.readings:
+            if not page.candidates and not page.readings and not page.scan_like:
                 continue
             last = None
             for chunk, final in _chunks(page.candidates):
                 readings = page.readings if final else []
-                message = ["page", chunk, final, page.any_text, page.pages_read, readings]
+                message = ["page", chunk, final, page.any_text, page.pages_read, readings, page.scan_like]
                 conn.send_bytes(json.dumps(message).encode())
             if not _answer(conn, document):
                 return True
         if last is not None:
-            conn.send_bytes(json.dumps(["page", [], True, last.any_text, last.pages_read, []]).encode())
+            conn.send_bytes(
+                json.dumps(["page", [], True, last.any_text, last.pages_read, [], False]).encode()
+            )
         conn.send_bytes(b'["end"]')
         return True
     except PdfRejected as exc:

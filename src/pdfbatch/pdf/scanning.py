@@ -1,6 +1,7 @@
 """scan(): validate a document, then read it page by page until the rule (pdfbatch.matching) decides who
 it names, or say why nobody: the first page on which a user's address is visible decides (early exit:
-no page after it is read).
+no page after it is read). A page whose text is not what it shows (pages._Page.scan_like) ends the
+reading with NO_TEXT_LAYER, which hands the document to the OCR lane: an invisible layer never decides.
 
 Per page: the reader sends the page's candidates (visible by the cheap checks, whole); the caller's
 lookup returns the users rows for the new ones; the reader renders just the addresses that belong to
@@ -123,6 +124,9 @@ def scan(
             if not isinstance(page, _Page):
                 raise RuntimeError("PDF reader sent the document twice")
             pages_read, any_text = page.pages_read, page.any_text
+            if page.scan_like:
+                # Its text is not what it shows: the pixels decide (the OCR lane reads the document).
+                return result(Decision(Reason.NO_TEXT_LAYER))
             pages.extend([] for _ in range(pages_read - 1 - len(pages)))
             read_two_ways = [e for group in page.readings for e in group if e is not None]
             fresh = list(dict.fromkeys(e for e in (*page.candidates, *read_two_ways) if e not in looked_up))

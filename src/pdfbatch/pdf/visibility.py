@@ -11,8 +11,9 @@ box twice, with its text and with its text objects switched to invisible, annota
 drawn as a viewer draws them. Every glyph must change enough pixels of what is drawn under it: the
 page's own background, not an assumed white.
 
-draw_form_fields puts the values of a page's filled form fields into its content (pdfium flattens the
-widgets' appearances on this in-memory copy), so they are read and checked as text.
+draw_form_fields puts the values of a page's filled form fields and its free-text annotations into its
+content (pdfium flattens their appearances on this in-memory copy), so they are read and checked as
+text; annotations a viewer never draws (Hidden, NoView) are removed first.
 
 Callers hold PDFIUM_LOCK.
 """
@@ -86,6 +87,15 @@ class GlyphChecks:
             box[0] >= x0 - slack and box[2] <= x1 + slack and box[1] >= y0 - slack and box[3] <= y1 + slack
         )
 
+    def drawn(self, index: int) -> bool:
+        """Whether glyph ``index``'s text object is drawn (``visible`` without the glyph's own box)."""
+        key = _text_object_address(self._textpage_address, index)
+        drawn = self._objects.get(key)
+        if drawn is None:
+            handle = pdfium_c.FPDFText_GetTextObject(self._textpage, index)
+            drawn = self._objects[key] = bool(key) and self._drawn(handle, index)
+        return drawn
+
     def _drawn(self, handle: pdfium_c.FPDF_PAGEOBJECT, index: int) -> bool:
         textpage = self._textpage
         mode = pdfium_c.FPDFTextObj_GetTextRenderMode(handle)
@@ -105,6 +115,90 @@ class GlyphChecks:
         if pdfium_c.FPDFText_GetMatrix(textpage, index, matrix):
             scale = math.sqrt(abs(matrix.a * matrix.d - matrix.b * matrix.c))
         return bool(pdfium_c.FPDFText_GetFontSize(textpage, index) * scale >= MIN_SIZE)
+
+    def veiled(self, index: int) -> bool:
+        """Whether glyph ``index`` paints no ink of its own only because it is a clip (render mode 7) or
+        filled with a transparent colour, at a readable size inside the visible area: what CSS
+        ``background-clip: text`` prints, the ink drawn by a gradient through the glyphs (on_ink)."""
+        handle = pdfium_c.FPDFText_GetTextObject(self._textpage, index)
+        if not handle:
+            return False
+        mode = pdfium_c.FPDFTextObj_GetTextRenderMode(handle)
+        r, g, b, a = (ctypes.c_uint() for _ in range(4))
+        transparent = (
+            mode == 0 and pdfium_c.FPDFText_GetFillColor(self._textpage, index, r, g, b, a) and a.value == 0
+        )
+        if mode != pdfium_c.FPDF_TEXTRENDERMODE_CLIP and not transparent:
+            return False
+        matrix = pdfium_c.FS_MATRIX()
+        scale = 1.0
+        if pdfium_c.FPDFText_GetMatrix(self._textpage, index, matrix):
+            scale = math.sqrt(abs(matrix.a * matrix.d - matrix.b * matrix.c))
+        if pdfium_c.FPDFText_GetFontSize(self._textpage, index) * scale < MIN_SIZE:
+            return False
+        left, right, bottom, top = self._box
+        if not pdfium_c.FPDFText_GetCharBox(self._textpage, index, left, right, bottom, top):
+            return False
+        box = (left.value, bottom.value, right.value, top.value)
+        self.boxes[index] = box
+        x0, y0, x1, y1 = self._bounds
+        slack = _BOUNDS_SLACK
+        return bool(
+            box[0] >= x0 - slack and box[2] <= x1 + slack and box[1] >= y0 - slack and box[3] <= y1 + slack
+        )
+
+
+# A veiled glyph (GlyphChecks.veiled) sits on ink when at least this share of its box differs clearly from
+# the box's commonest colour (strokes of a letter cover ~15-30% of its box).
+_ON_INK_SHARE = 0.05
+
+
+def on_ink(page: pdfium.PdfPage, checks: GlyphChecks, glyphs: Sequence[int]) -> bool:
+    """Whether every glyph of ``glyphs`` (veiled: no ink of its own) has ink drawn in its box by something
+    else, as a gradient shows through glyphs used as a clip or a mask. Then the page's text is not what
+    it shows (only the pixels say what a person reads there): the page is read by OCR."""
+    boxes = [checks.boxes[i] for i in glyphs]
+    if not boxes:
+        return False
+    em = max(top - bottom for _, bottom, _, top in boxes)
+    scale = min(8.0, max(1.0, _PIXELS_PER_EM / max(em, 0.1)))
+    page_w, page_h = page.get_size()
+    size = (round(page_w * scale), round(page_h * scale))
+    to_pixels = _PageToPixels(page.raw, size)
+    union = (
+        min(b[0] for b in boxes),
+        min(b[1] for b in boxes),
+        max(b[2] for b in boxes),
+        max(b[3] for b in boxes),
+    )
+    x0, y0, x1, y1 = to_pixels.rect(union, pad=0)
+    x0, y0, x1, y1 = max(x0, 0), max(y0, 0), min(x1, size[0]), min(y1, size[1])
+    if x1 <= x0 or y1 <= y0 or (x1 - x0) * (y1 - y0) > _MAX_BITMAP_PIXELS:
+        return False
+    width, height = x1 - x0, y1 - y0
+    pixels = _render(page, (x0, y0, width, height, size))
+    grey = bytes((pixels[i] + pixels[i + 1] + pixels[i + 2]) // 3 for i in range(0, len(pixels), 4))
+    paper = max(range(256), key=grey.count) if len(grey) <= 4096 else _commonest(grey)
+    for box in boxes:
+        gx0, gy0, gx1, gy1 = to_pixels.rect(box, pad=0)
+        gx0, gy0 = min(max(gx0 - x0, 0), width - 1), min(max(gy0 - y0, 0), height - 1)
+        gx1, gy1 = min(max(gx1 - x0, gx0 + 1), width), min(max(gy1 - y0, gy0 + 1), height)
+        inked = sum(
+            1
+            for y in range(gy0, gy1)
+            for v in grey[y * width + gx0 : y * width + gx1]
+            if abs(v - paper) >= _CONTRAST
+        )
+        if inked < max(1, int(_ON_INK_SHARE * (gx1 - gx0) * (gy1 - gy0))):
+            return False
+    return True
+
+
+def _commonest(grey: bytes) -> int:
+    counts = [0] * 256
+    for v in grey:
+        counts[v] += 1
+    return max(range(256), key=counts.__getitem__)
 
 
 def shows(
@@ -173,27 +267,38 @@ def shows(
     return True
 
 
-def draw_form_fields(doc: pdfium.PdfDocument, page: pdfium.PdfPage) -> bool:
-    """Flatten the page's widgets (form fields) into its content; True when the page changed (reload it).
+# Annotation flags (PDF 32000-1, 12.5.3): a viewer never draws a Hidden or NoView annotation on screen.
+_HIDDEN_FLAG, _NO_VIEW_FLAG = 2, 32
+# Annotations whose appearance a viewer draws as text on the page: their text is read like the page's.
+_DRAWN_TEXT = (pdfium_c.FPDF_ANNOT_WIDGET, pdfium_c.FPDF_ANNOT_FREETEXT)
 
-    Only widgets a viewer displays are flattened (FLAT_NORMALDISPLAY leaves hidden and no-view ones out).
+
+def draw_form_fields(doc: pdfium.PdfDocument, page: pdfium.PdfPage) -> bool:
+    """Flatten the page's form fields and free-text annotations into its content, as a viewer draws
+    them; True when the page changed (reload it).
+
+    Annotations a viewer never draws (Hidden or NoView) are removed first, on this in-memory copy: pdfium's
+    FLAT_NORMALDISPLAY skips only Hidden and Invisible ones, and would bake a NoView one into the page.
     """
     raw = page.raw
-    count = pdfium_c.FPDFPage_GetAnnotCount(raw)
-    has_widget = False
-    for index in range(count):
+    drawn_text = removed = False
+    for index in reversed(range(pdfium_c.FPDFPage_GetAnnotCount(raw))):
         annot = pdfium_c.FPDFPage_GetAnnot(raw, index)
         if not annot:
             continue
         try:
-            has_widget = pdfium_c.FPDFAnnot_GetSubtype(annot) == pdfium_c.FPDF_ANNOT_WIDGET
+            subtype = pdfium_c.FPDFAnnot_GetSubtype(annot)
+            never_drawn = pdfium_c.FPDFAnnot_GetFlags(annot) & (_HIDDEN_FLAG | _NO_VIEW_FLAG)
         finally:
             pdfium_c.FPDFPage_CloseAnnot(annot)
-        if has_widget:
-            break
-    if not has_widget:
-        return False
-    return bool(pdfium_c.FPDFPage_Flatten(raw, pdfium_c.FLAT_NORMALDISPLAY) == pdfium_c.FLATTEN_SUCCESS)
+        if never_drawn:
+            removed = bool(pdfium_c.FPDFPage_RemoveAnnot(raw, index)) or removed
+        elif subtype in _DRAWN_TEXT:
+            drawn_text = True
+    if not drawn_text:
+        return removed
+    flattened = pdfium_c.FPDFPage_Flatten(raw, pdfium_c.FLAT_NORMALDISPLAY) == pdfium_c.FLATTEN_SUCCESS
+    return flattened or removed
 
 
 class _PageToPixels:
@@ -285,3 +390,87 @@ def _candidate_bytes(a: bytes, b: bytes) -> bytes:
     one of their top two bits, so their XOR (computed in C, as big integers) is at least 64."""
     xor = int.from_bytes(a, "little") ^ int.from_bytes(b, "little")
     return xor.to_bytes(len(a), "little").translate(_HIGH_BITS)
+
+
+# A page whose largest picture covers this share of it is a page image (a scan, a photographed sheet).
+SCAN_IMAGE_SHARE = 0.5
+# On a page image, fewer readable characters than this a person sees is far less text than ink: the
+# picture is what the page says (a searchable scan's layer is invisible; a caption or page number is not
+# the page).
+MIN_SHOWN_CHARS = 20
+_MAX_OBJECTS = 5_000  # page objects looked at for page images (a page of vector art has many more)
+_UNREADABLE = frozenset("\x00\ufffd\ufeff")
+
+
+def reads_as_scan(page: pdfium.PdfPage, checks: GlyphChecks, text: str) -> bool:
+    """Whether ``page``'s text is not what it shows, so only the pixels (OCR) can say what it says.
+
+    True when it has text and none of it is both drawn (the cheap checks) and mapped to Unicode (an
+    invisible layer, render mode 3: a searchable scan; glyphs without ToUnicode), when a page image
+    is drawn over all of its text (a sandwich with the layer under the picture), or when a page image
+    carries fewer than MIN_SHOWN_CHARS readable characters a person sees (image-only pages included).
+    """
+    shown = 0
+    for index, char in enumerate(text):
+        if char.isspace() or char in _UNREADABLE or not checks.drawn(index):
+            continue
+        shown += 1
+        if shown >= MIN_SHOWN_CHARS:
+            # A page of text: a scan only if a page image is drawn over all of it (read from the end
+            # of the page's objects, so a page that ends in text costs a few calls).
+            return _image_over_text(page)
+    if text.strip() and shown == 0:
+        return True  # text, none of it readable where it is drawn
+    return shown < MIN_SHOWN_CHARS and _largest_image_share(page) >= SCAN_IMAGE_SHARE
+
+
+def _image_share(page: pdfium.PdfPage, obj: pdfium_c.FPDF_PAGEOBJECT) -> float:
+    left, bottom, right, top = (ctypes.c_float() for _ in range(4))
+    if not pdfium_c.FPDFPageObj_GetBounds(obj, left, bottom, right, top):
+        return 0.0
+    width, height = page.get_size()
+    w = max(0.0, min(float(right.value), width) - max(float(left.value), 0.0))
+    h = max(0.0, min(float(top.value), height) - max(float(bottom.value), 0.0))
+    return float(w * h / max(width * height, 1e-6))
+
+
+def _is_image(obj: pdfium_c.FPDF_PAGEOBJECT, kind: int) -> bool:
+    return kind == pdfium_c.FPDF_PAGEOBJ_IMAGE or (kind == pdfium_c.FPDF_PAGEOBJ_FORM and _holds(obj, False))
+
+
+def _image_over_text(page: pdfium.PdfPage) -> bool:
+    """Whether a page image (SCAN_IMAGE_SHARE of the page or more) is drawn after every text object."""
+    raw = page.raw
+    count = pdfium_c.FPDFPage_CountObjects(raw)
+    for index in range(count - 1, max(count - _MAX_OBJECTS, 0) - 1, -1):
+        obj = pdfium_c.FPDFPage_GetObject(raw, index)
+        kind = pdfium_c.FPDFPageObj_GetType(obj)
+        if kind == pdfium_c.FPDF_PAGEOBJ_TEXT or (kind == pdfium_c.FPDF_PAGEOBJ_FORM and _holds(obj, True)):
+            return False
+        if _is_image(obj, kind) and _image_share(page, obj) >= SCAN_IMAGE_SHARE:
+            return True
+    return False
+
+
+def _largest_image_share(page: pdfium.PdfPage) -> float:
+    """The share of the page its largest image (or form holding one) covers."""
+    raw = page.raw
+    best = 0.0
+    for index in range(min(pdfium_c.FPDFPage_CountObjects(raw), _MAX_OBJECTS)):
+        obj = pdfium_c.FPDFPage_GetObject(raw, index)
+        if _is_image(obj, pdfium_c.FPDFPageObj_GetType(obj)):
+            best = max(best, _image_share(page, obj))
+    return best
+
+
+def _holds(form: pdfium_c.FPDF_PAGEOBJECT, text: bool, depth: int = 0) -> bool:
+    """Whether the form XObject ``form`` holds a text object (``text``) or an image, a few levels deep."""
+    wanted = pdfium_c.FPDF_PAGEOBJ_TEXT if text else pdfium_c.FPDF_PAGEOBJ_IMAGE
+    for index in range(min(pdfium_c.FPDFFormObj_CountObjects(form), _MAX_OBJECTS)):
+        obj = pdfium_c.FPDFFormObj_GetObject(form, index)
+        kind = pdfium_c.FPDFPageObj_GetType(obj)
+        if kind == wanted or (
+            kind == pdfium_c.FPDF_PAGEOBJ_FORM and depth < 3 and _holds(obj, text, depth + 1)
+        ):
+            return True
+    return False
