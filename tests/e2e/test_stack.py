@@ -18,7 +18,7 @@ import redis
 
 from fixtures.stack import REDIS_URL, local_client, run_cli, seed
 from pdfbatch.adapters.redis import progress_key
-from pdfbatch.ops import localstack, samples
+from pdfbatch.ops import demo_zip, localstack, samples
 from pdfbatch.ops.api import ApiClient
 
 pytestmark = pytest.mark.e2e
@@ -64,7 +64,7 @@ def samples_is_pdf(name: str) -> bool:
 
 def test_cli_upload_through_presigned_post_links_every_outcome(stack: dict[str, Any], tmp_path: Path) -> None:
     # GIVEN demo users and a ZIP covering every outcome and reason
-    corpus = samples.demo_corpus()
+    corpus = demo_zip.demo_corpus()
     seed(stack["db"], corpus)
     path = tmp_path / "batch.zip"
     corpus.write_zip(path)

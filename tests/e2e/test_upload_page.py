@@ -22,7 +22,7 @@ import pytest
 from fixtures.stack import ROOT, free_port, seed
 from pdfbatch.display import printable
 from pdfbatch.model import REASON_TEXT
-from pdfbatch.ops import samples
+from pdfbatch.ops import demo_zip, samples
 from pdfbatch.ops.api import ApiError
 
 pytestmark = pytest.mark.e2e
@@ -113,7 +113,7 @@ def test_a_zip_uploaded_through_the_page_ends_in_the_table_of_files_not_linked(
     stack: dict[str, Any], browser: Any, tmp_path: Path
 ) -> None:
     # GIVEN the demo users and a ZIP with every outcome, one file name being markup
-    corpus = samples.demo_corpus()
+    corpus = demo_zip.demo_corpus()
     for name in (EVIL_NAME, FORMULA_NAME, BIDI_NAME):
         notes = samples.text_pdf([["Meeting notes", "no address in here"]])
         corpus.add(name, notes, "skipped_no_match", "no_email")

@@ -12,11 +12,11 @@ from pdfbatch.cli.stack import stack_up
 
 def demo(args: argparse.Namespace) -> int:
     """Bring the stack up, seed users, build a sample ZIP, upload it and show what happened."""
-    from pdfbatch.ops import devdb, samples
+    from pdfbatch.ops import demo_zip, devdb
 
     console = stderr_console()
     stack_up(argparse.Namespace(root=args.root, json=False))
-    corpus = samples.demo_corpus()
+    corpus = demo_zip.demo_corpus()
     devdb.seed_users(mysql_url(), corpus.users, corpus.linked_users)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
