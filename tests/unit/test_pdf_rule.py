@@ -271,6 +271,22 @@ def test_a_domain_broken_before_its_last_glyph_and_a_full_stop_is_read_joined() 
     assert linked(data, "jane@gmail.co", "jane@gmail.com") == "jane@gmail.com"
 
 
+def test_a_line_is_full_when_the_next_glyph_and_its_full_stop_would_not_have_fitted() -> None:
+    # GIVEN "...jane@gmail.co" / "m." in a block whose right edge leaves room for "m" but not for "m."
+    # (Chromium's break-all found it: a line never starts with ".", so "m." moves down together)
+    head = "Reach me at jane@gmail.co"
+    edge = 50 + layouts.width(head + "m") + layouts.width(".") * 0.8
+    widest = "Reach me at janeWgmail.com"  # the block's widest line, ending at ``edge``
+    data = layouts.resume(
+        layouts.line(edge - layouts.width(widest), 664, widest),
+        layouts.line(50, 650, head),
+        layouts.line(50, 636, "m."),
+    )
+    # THEN the domain's head alone is never linked; the whole address is
+    assert linked(data, "jane@gmail.co") is None
+    assert linked(data, "jane@gmail.co", "jane@gmail.com") == "jane@gmail.com"
+
+
 def test_an_address_starting_the_next_column_after_a_word_is_read() -> None:
     # GIVEN a column ending with a word ("E-mail") and the next column starting with the address
     data = layouts.resume(
