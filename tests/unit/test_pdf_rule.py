@@ -287,6 +287,23 @@ def test_a_line_is_full_when_the_next_glyph_and_its_full_stop_would_not_have_fit
     assert linked(data, "jane@gmail.co", "jane@gmail.com") == "jane@gmail.com"
 
 
+@pytest.mark.parametrize(
+    ("head", "tail", "whole"),
+    [
+        ("jane@mail.co", "m.au", "jane@mail.com.au"),
+        ("jane@cs.ac", "-bonn.de", "jane@cs.ac-bonn.de"),
+    ],
+)
+def test_a_domain_broken_after_a_label_that_is_a_tld_links_nobody(head: str, tail: str, whole: str) -> None:
+    # GIVEN a full line ending in a domain whose last label is a real TLD, and the next line going on
+    # as a domain ("mail.co" / "m.au", "cs.ac" / "-bonn.de": fpdf2 and Chromium break there)
+    data = layouts.resume(layouts.line(50, 650, "Reach me at " + head), layouts.line(50, 636, tail + "."))
+    # THEN the head alone is never linked: both readings are plausible, so nobody, and it says why
+    for users in ([head], [head, whole], [whole]):
+        result = scanned(data, *users)
+        assert (result.reason, result.match) == (Reason.AMBIGUOUS_WRAP, None), users
+
+
 def test_an_address_starting_the_next_column_after_a_word_is_read() -> None:
     # GIVEN a column ending with a word ("E-mail") and the next column starting with the address
     data = layouts.resume(

@@ -23,7 +23,8 @@ glyphs are (their loose boxes, in page space) around every "@":
   lower-case label that is a real top-level domain (``...@mail.co.`` / ``uk``): EITHER. An
   unfinished domain on a full line is joined (``gma`` / ``il.com``); a complete one (``gmail.co`` /
   ``m``) only when the joined last label is a real top-level domain (``com``), never to a word of the
-  next line (``gmail.com`` / ``Phone``). An EITHER break gives the occurrence ``readings`` (what each
+  next line (``gmail.com`` / ``Phone``); a lower-case next line that goes on as a domain after a
+  label that is a TLD itself (``mail.co`` / ``m.au``, ``cs.ac`` / ``-bonn.de``): EITHER. An EITHER break gives the occurrence ``readings`` (what each
   combination names), which pdfbatch.matching decides over. The head or tail fragment of a re-joined
   address is never a candidate on its own.
 - Full lines. A line is full when what could not have been split from the next line's first glyph
@@ -396,6 +397,15 @@ class _Reader:
         piece = word.split("-", 1)[0]
         if piece and "." not in word and _tld(last + piece) is True:
             return _Break.JOIN  # "gmail.co" / "m" (never "gmail.com" / "-...": nothing to join there)
+        # A lower-case tail that goes on as a domain ending in a real TLD, its first label either
+        # finishing the last one ("mail.co" / "m.au") or continuing it after a hyphen ("uni.ac" /
+        # "-bonn.de"): the layout may have broken the domain after a label that is a TLD itself.
+        first = word.split(".", 1)[0]
+        goes_on = (tail[0].islower() and "." in word and _tld(last + first.split("-", 1)[0]) is True) or (
+            tail[0] == "-" and tail[1:2].isalnum()
+        )
+        if goes_on and _tld(word.rsplit(".", 1)[-1]) is True:
+            return _Break.EITHER
         return _Break.END  # a complete address ending the line ("gmail.com" / "Phone")
 
     def _after_dot(self, body: str, tail: str, after: int, full: bool) -> _Break:
