@@ -24,9 +24,9 @@ glyphs are (their loose boxes, in page space) around every "@":
   unfinished domain on a full line is joined (``gma`` / ``il.com``); a complete one (``gmail.co`` /
   ``m``) only when the joined last label is a real top-level domain (``com``), never to a word of the
   next line (``gmail.com`` / ``Phone``); a lower-case next line that goes on as a domain after a
-  label that is a TLD itself (``mail.co`` / ``m.au``, ``cs.ac`` / ``-bonn.de``): EITHER. An EITHER break gives the occurrence ``readings`` (what each
-  combination names), which pdfbatch.matching decides over. The head or tail fragment of a re-joined
-  address is never a candidate on its own.
+  label that is a TLD itself (``mail.co`` / ``m.au``, ``cs.ac`` / ``-bonn.de``): EITHER. An EITHER
+  break gives the occurrence ``readings`` (what each combination names), which pdfbatch.matching
+  decides over. The head or tail fragment of a re-joined address is never a candidate on its own.
 - Full lines. A line is full when what could not have been split from the next line's first glyph
   (the glyph and closing punctuation after it: no layout starts a line with ``. , ; : ! ? )``) would
   not have fitted within the block's right edge (``...@gmail.co`` / ``m.``: "m." moved down together).
