@@ -271,6 +271,39 @@ def test_a_domain_broken_before_its_last_glyph_and_a_full_stop_is_read_joined() 
     assert linked(data, "jane@gmail.co", "jane@gmail.com") == "jane@gmail.com"
 
 
+def test_a_line_is_full_when_the_next_glyph_and_its_full_stop_would_not_have_fitted() -> None:
+    # GIVEN "...jane@gmail.co" / "m." in a block whose right edge leaves room for "m" but not for "m."
+    # (Chromium's break-all found it: a line never starts with ".", so "m." moves down together)
+    head = "Reach me at jane@gmail.co"
+    edge = 50 + layouts.width(head + "m") + layouts.width(".") * 0.8
+    widest = "Reach me at janeWgmail.com"  # the block's widest line, ending at ``edge``
+    data = layouts.resume(
+        layouts.line(edge - layouts.width(widest), 664, widest),
+        layouts.line(50, 650, head),
+        layouts.line(50, 636, "m."),
+    )
+    # THEN the domain's head alone is never linked; the whole address is
+    assert linked(data, "jane@gmail.co") is None
+    assert linked(data, "jane@gmail.co", "jane@gmail.com") == "jane@gmail.com"
+
+
+@pytest.mark.parametrize(
+    ("head", "tail", "whole"),
+    [
+        ("jane@mail.co", "m.au", "jane@mail.com.au"),
+        ("jane@cs.ac", "-bonn.de", "jane@cs.ac-bonn.de"),
+    ],
+)
+def test_a_domain_broken_after_a_label_that_is_a_tld_links_nobody(head: str, tail: str, whole: str) -> None:
+    # GIVEN a full line ending in a domain whose last label is a real TLD, and the next line going on
+    # as a domain ("mail.co" / "m.au", "cs.ac" / "-bonn.de": fpdf2 and Chromium break there)
+    data = layouts.resume(layouts.line(50, 650, "Reach me at " + head), layouts.line(50, 636, tail + "."))
+    # THEN the head alone is never linked: both readings are plausible, so nobody, and it says why
+    for users in ([head], [head, whole], [whole]):
+        result = scanned(data, *users)
+        assert (result.reason, result.match) == (Reason.AMBIGUOUS_WRAP, None), users
+
+
 def test_an_address_starting_the_next_column_after_a_word_is_read() -> None:
     # GIVEN a column ending with a word ("E-mail") and the next column starting with the address
     data = layouts.resume(

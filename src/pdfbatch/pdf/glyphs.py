@@ -23,9 +23,13 @@ glyphs are (their loose boxes, in page space) around every "@":
   lower-case label that is a real top-level domain (``...@mail.co.`` / ``uk``): EITHER. An
   unfinished domain on a full line is joined (``gma`` / ``il.com``); a complete one (``gmail.co`` /
   ``m``) only when the joined last label is a real top-level domain (``com``), never to a word of the
-  next line (``gmail.com`` / ``Phone``). An EITHER break gives the occurrence ``readings`` (what each
-  combination names), which pdfbatch.matching decides over. The head or tail fragment of a re-joined
-  address is never a candidate on its own.
+  next line (``gmail.com`` / ``Phone``); a lower-case next line that goes on as a domain after a
+  label that is a TLD itself (``mail.co`` / ``m.au``, ``cs.ac`` / ``-bonn.de``): EITHER. An EITHER
+  break gives the occurrence ``readings`` (what each combination names), which pdfbatch.matching
+  decides over. The head or tail fragment of a re-joined address is never a candidate on its own.
+- Full lines. A line is full when what could not have been split from the next line's first glyph
+  (the glyph and closing punctuation after it: no layout starts a line with ``. , ; : ! ? )``) would
+  not have fitted within the block's right edge (``...@gmail.co`` / ``m.``: "m." moved down together).
 - Column feet. When the next line, in the same size, starts higher up and further right (the text flows
   on into the next column), the layout may have broken the address at the column's foot, anywhere in it
   (``overflow-wrap: anywhere``): the break is judged as one inside a block (the top line's fullness
@@ -68,6 +72,7 @@ _MAX_LOCAL = 65  # one more than a local part may hold, so a longer run is seen 
 _MAX_DOMAIN = 254
 _TRACKING_RATIO = 1.6  # a generated space this much wider than the tracking is a word space
 _HYPHENS = "-\u2010\u2011\ufffe"
+_NO_LINE_START = ".,;:!?)]}"  # closing punctuation: a layout never starts a line with it (UAX #14)
 _CONTINUES = "._+"  # a local part's characters that no word ends with: a head ending in one goes on
 
 
@@ -392,6 +397,15 @@ class _Reader:
         piece = word.split("-", 1)[0]
         if piece and "." not in word and _tld(last + piece) is True:
             return _Break.JOIN  # "gmail.co" / "m" (never "gmail.com" / "-...": nothing to join there)
+        # A lower-case tail that goes on as a domain ending in a real TLD, its first label either
+        # finishing the last one ("mail.co" / "m.au") or continuing it after a hyphen ("uni.ac" /
+        # "-bonn.de"): the layout may have broken the domain after a label that is a TLD itself.
+        first = word.split(".", 1)[0]
+        goes_on = (tail[0].islower() and "." in word and _tld(last + first.split("-", 1)[0]) is True) or (
+            tail[0] == "-" and tail[1:2].isalnum()
+        )
+        if goes_on and _tld(word.rsplit(".", 1)[-1]) is True:
+            return _Break.EITHER
         return _Break.END  # a complete address ending the line ("gmail.com" / "Phone")
 
     def _after_dot(self, body: str, tail: str, after: int, full: bool) -> _Break:
@@ -436,12 +450,21 @@ class _Reader:
     def _full(self, top: tuple[int, int], bottom: tuple[int, int], before: int, after: int) -> bool:
         """The top line is full: the bottom line's first glyph (``after``) would not have fitted after
         glyph ``before``, within the block's right edge (the rightmost end of its lines)."""
-        end, next_glyph = self.box(before), self.box(after)
+        end = self.box(before)
         edge = max(self.box(top[1])[2], self.box(bottom[1])[2])
         for neighbour in self._neighbours(top, bottom):
             edge = max(edge, self.box(neighbour[1])[2])
         slack = 0.1 * (end[3] - end[1])
-        return end[2] + (next_glyph[2] - next_glyph[0]) + slack >= edge
+        return end[2] + self._chunk(after) + slack >= edge
+
+    def _chunk(self, after: int) -> float:
+        """The width of what could not have been split from glyph ``after``: the glyph and the closing
+        punctuation right after it, which no line starts with ("gmail.co" / "m.": "m." moved together)."""
+        first = self.box(after)
+        last = after
+        while last + 1 < len(self.text) and self.text[last + 1] in _NO_LINE_START:
+            last += 1
+        return self.box(last)[2] - first[0]
 
     def _flows_on(self, top: tuple[int, int], bottom: tuple[int, int]) -> bool:
         """The bottom line, in the same size, starts higher up than the top line: the text flows on
@@ -455,7 +478,7 @@ class _Reader:
     def _full_in_column(self, top: tuple[int, int], before: int, after: int) -> bool:
         """The top line is full within its own column: the bottom line's first glyph would not have
         fitted within the right edge of the top line and the line above it, when that is one block."""
-        end, next_glyph = self.box(before), self.box(after)
+        end = self.box(before)
         edge = self.box(top[1])[2]
         text, glyphs = self.text, self.glyphs
         above = top[0] - 1
@@ -466,7 +489,7 @@ class _Reader:
             if self._one_block(line, top):
                 edge = max(edge, self.box(line[1])[2])
         slack = 0.1 * (end[3] - end[1])
-        return end[2] + (next_glyph[2] - next_glyph[0]) + slack >= edge
+        return end[2] + self._chunk(after) + slack >= edge
 
     def _paragraph_gap(self, top: tuple[int, int], bottom: tuple[int, int]) -> bool:
         """Whether the two lines are further apart than the lines around them (a paragraph ends)."""
