@@ -4,7 +4,8 @@ no page after it is read).
 
 Per page: the reader sends the page's candidates (visible by the cheap checks, whole); the caller's
 lookup returns the users rows for the new ones; the reader renders just the addresses that belong to
-users and says which a person sees; matching.decide says whether that page decides.
+users and says which a person sees (the ink check), then what their pixels spell (pixels.py: the text
+layer proposes, the pixels decide); matching.decide says whether that page decides.
 
 The parsing runs in this thread's forked reader (reader.py), or with isolate=False in this process
 (_InProcess drives pages._Document); either way the lookups, the budget and the verdict stay here. No
@@ -21,10 +22,11 @@ from dataclasses import dataclass
 from typing import Generic, Protocol
 
 from pdfbatch.errors import PdfTimeout
-from pdfbatch.matching import Decision, MatchPolicy, R, Readings, decide, normalise
+from pdfbatch.matching import Decision, MatchPolicy, R, Readings, Unread, decide, normalise
 from pdfbatch.model import Reason
 from pdfbatch.pdf.pages import _Document, _Page
-from pdfbatch.pdf.reader import _Remote
+from pdfbatch.pdf.pixels import Check, Seen, confusable
+from pdfbatch.pdf.reader import _Remote, confirmed
 from pdfbatch.pdf.structure import PdfInfo
 
 
@@ -32,7 +34,7 @@ from pdfbatch.pdf.structure import PdfInfo
 class Scan(Generic[R]):
     """What scanning one PDF found; ``match`` is the users row it names (MATCHED only)."""
 
-    reason: Reason  # MATCHED | AMBIGUOUS | AMBIGUOUS_WRAP | NO_TEXT_LAYER | NO_EMAIL | NO_USER
+    reason: Reason  # MATCHED | AMBIGUOUS | AMBIGUOUS_WRAP | NOT_SHOWN | NO_TEXT_LAYER | NO_EMAIL | NO_USER
     email: str | None  # the address that linked (MATCHED only)
     match: R | None
     pages_read: int
@@ -82,6 +84,7 @@ def scan(
     visibility_seconds = 0.0
     pages_read = 0
     any_text = False
+    refused = False  # a user's address was in the text layer where the pixels spell something else
     looked_up: set[str] = set()
     rows: list[R] = []
     users: set[str] = set()  # candidates that belong to at least one row
@@ -135,15 +138,19 @@ def scan(
                 rows.extend(new_rows)
                 users.update(normalise(row.email) for row in new_rows)
             named = list(dict.fromkeys(e for e in (*page.candidates, *read_two_ways) if e in users))
-            shown: list[str] = []
+            checks: list[Check] = []
             if named:
                 t = clock()
-                shown = source.visible(named, left())  # in the order of their first visible occurrence
+                checks = source.visible(named, left())  # those that show first, in page order
                 visibility_seconds += clock() - t
+            said, spent = _as_counted(checks, rows, users, looked_up, lookup, clock)
+            lookup_seconds += spent
+            refused = refused or None in said.values()
+            clear = {*page.candidates, *(e for e in said if e not in read_two_ways)}  # with twins
             # The order that matters (PDFBATCH_MATCH_POLICY=first) is the users' order on the page; a
             # place read two ways comes after (a reading of a user nobody sees names nobody).
-            clear, seen = set(page.candidates), set(shown)
-            places = [Readings(e if e not in users or e in seen else None for e in g) for g in page.readings]
+            shown = [e for e in said.values() if e is not None]
+            places = [Readings(said.get(e) if e in users else e for e in g) for g in page.readings]
             pages.append(
                 [*(e for e in page.candidates if e not in users), *(e for e in shown if e in clear), *places]
             )
@@ -152,7 +159,45 @@ def scan(
                 return result(decision)
     finally:
         source.close()
-    return result(decide(pages, rows, policy, complete=True, any_text=any_text))
+    return result(decide(pages, rows, policy, complete=True, any_text=any_text, refused=refused))
+
+
+def _as_counted(
+    checks: Sequence[Check],
+    rows: list[R],
+    users: set[str],
+    looked_up: set[str],
+    lookup: Lookup[R],
+    clock: Callable[[], float],
+) -> tuple[dict[str, str | None], float]:
+    """Each checked user's address as the page counts it: itself (READ), Unread (it names its users but
+    never links), None (REFUSED); and the seconds spent looking up. A LIKE reading (up to OCR's
+    look-alikes) counts as read only when no other user's address reads the same that way; else it and
+    that other address are Unread (the page is ambiguous). What was read is looked up for that (added to
+    ``rows``, ``users`` and ``looked_up``)."""
+    said: dict[str, str | None] = {}
+    spent = 0.0
+    for check in checks:
+        if check.seen is Seen.LIKE:
+            if check.read and check.read not in looked_up:
+                looked_up.add(check.read)
+                t = clock()
+                more = list(lookup([check.read]))
+                spent += clock() - t
+                rows.extend(more)
+                users.update(normalise(row.email) for row in more)
+            loose = confusable(check.email)
+            twins = {normalise(r.email) for r in rows if confusable(r.email) == loose} - {check.email}
+            said[check.email] = Unread(check.email) if twins else check.email
+            for twin in sorted(twins):  # the other user's address, as a person may read it too
+                said.setdefault(twin, Unread(twin))
+        elif check.seen is Seen.READ:
+            said[check.email] = check.email
+        elif check.seen is Seen.UNREAD:
+            said[check.email] = Unread(check.email)
+        else:
+            said[check.email] = None
+    return said, spent
 
 
 class _Source(Protocol):
@@ -160,7 +205,7 @@ class _Source(Protocol):
 
     def next(self, timeout: float) -> PdfInfo | _Page | None: ...
 
-    def visible(self, emails: Sequence[str], timeout: float) -> list[str]: ...
+    def visible(self, emails: Sequence[str], timeout: float) -> list[Check]: ...
 
     def close(self) -> None: ...
 
@@ -180,9 +225,9 @@ class _InProcess:
             return self._document.info
         return next(self._pages, None)
 
-    def visible(self, emails: Sequence[str], timeout: float) -> list[str]:
+    def visible(self, emails: Sequence[str], timeout: float) -> list[Check]:
         assert self._document is not None
-        return self._document.visible(emails)
+        return confirmed(self._document, emails)
 
     def close(self) -> None:
         if self._document is not None:
