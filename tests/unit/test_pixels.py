@@ -6,12 +6,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import pypdfium2 as pdfium
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from fixtures import deceits, layouts
+from fixtures.examples import examples
 from pdfbatch import pdf
 from pdfbatch.matching import Decision, Unread, decide
 from pdfbatch.model import Reason
+from pdfbatch.ocr.engine import Raster, Tesseract
 from pdfbatch.pdf import pixels
 from pdfbatch.pdf.pixels import Seen
 
@@ -136,3 +141,51 @@ def test_a_look_alike_reading_that_is_another_users_address_is_ambiguous(
     # AND with no such second user, the look-alike reading links its owner
     alone = pdf.scan(data, users("bill@example.com"), max_pages=10, budget_seconds=20, isolate=False)  # type: ignore[arg-type]
     assert (alone.reason, alone.email) == (Reason.MATCHED, "bill@example.com")
+
+
+# --- the property -----------------------------------------------------------------------------------
+
+_LOCALS = st.from_regex(r"[a-z]{3,7}\.[a-z]{3,7}", fullmatch=True)
+
+
+def _page_ocr(data: bytes) -> str:
+    """An independent reading of what a person sees: the page rendered (pixels only, no text layer)
+    and read whole by Tesseract's automatic page segmentation, squeezed (lowercase, no whitespace)."""
+    document = pdfium.PdfDocument(data)
+    try:
+        image = document[0].render(scale=300 / 72, grayscale=True).to_pil().convert("L")
+    finally:
+        document.close()
+    text = _PAGE_ENGINE.read(Raster(image.width, image.height, image.width, image.tobytes(), 300))
+    return pixels.squeeze(text)
+
+
+_PAGE_ENGINE = Tesseract(dpi=300, psm=3)
+
+
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from([*sorted(deceits.DECEITS), "honest", "both_honest"]),
+    _LOCALS,
+    _LOCALS,
+)
+def test_a_user_is_linked_only_if_a_page_ocr_without_the_text_layer_reads_them(
+    how: str, victim_local: str, other_local: str
+) -> None:
+    # GIVEN a page drawing a user's address in one of issue 26's ways (or plainly, or two users
+    # plainly), and a second user
+    victim, other = f"{victim_local}@example.com", f"{other_local}@example.org"
+    if how == "both_honest":
+        data = layouts.text(f"Contact: {victim}", f"Reference: {other}")
+    elif how == "honest":
+        data = deceits.honest(victim)
+    else:
+        data = deceits.DECEITS[how](victim)
+    # WHEN scanned
+    result = scanned(data, victim, other)
+    # THEN a user is linked only if an OCR of the rendered page reads that user's address, and no other
+    if result.match is not None:
+        seen = _page_ocr(data)
+        assert pixels.squeeze(result.match.email) in seen, (how, seen)
+        others = {victim, other} - {result.match.email}
+        assert not [e for e in others if e in seen], (how, seen)
