@@ -17,7 +17,12 @@ None for no address). The page's outcome is decided over every combination of th
 all combinations give the same outcome, that is the outcome; when they do not (two readings naming two
 users, or one naming a user and another nobody) -> AMBIGUOUS_WRAP: nobody is linked, and the page decides.
 
-At the end of the document without a decision: NO_USER when any address was seen, NO_EMAIL when the
+The text layer proposes, the pixels decide (pdfbatch.pdf.pixels): a user's address whose pixels spell
+something else is no candidate; one whose ink reads close to it but not as it is ``Unread``: it counts
+among the users named, never links. A page whose only user is Unread decides NOT_SHOWN.
+
+At the end of the document without a decision: NOT_SHOWN when a user's address was in the text layer
+but its pixels spelled something else (``refused``), NO_USER when any address was seen, NO_EMAIL when the
 document had text but no address, NO_TEXT_LAYER when it had no text at all.
 
 No I/O, no PDF library: it knows nothing of how the addresses were found or looked up.
@@ -55,6 +60,14 @@ class MatchPolicy(enum.StrEnum):
     FIRST = "first"  # the first user's address in document order
 
 
+class Unread(str):
+    """A user's address whose ink a person sees but whose pixels OCR did not read back as it (close to
+    it, so perhaps a misreading): it names its users, so another user on the page makes it AMBIGUOUS,
+    but it never links. Alone, the page decides NOT_SHOWN."""
+
+    __slots__ = ()
+
+
 class Readings(tuple[str | None, ...]):
     """One place on a page read two or more plausible ways across a line break: the address each reading
     names (``normalise``d), None where a reading names no address."""
@@ -71,7 +84,7 @@ MAX_COMBINATIONS = 64
 class Decision(Generic[R]):
     """The verdict on one document: ``user`` only when MATCHED; ``page`` (1-based) that decided."""
 
-    reason: Reason  # MATCHED | AMBIGUOUS | AMBIGUOUS_WRAP | NO_USER | NO_EMAIL | NO_TEXT_LAYER
+    reason: Reason  # MATCHED | AMBIGUOUS | AMBIGUOUS_WRAP | NOT_SHOWN | NO_USER | NO_EMAIL | NO_TEXT_LAYER
     user: R | None = None
     users_named: int = 0  # distinct users named on the deciding page (AMBIGUOUS: 2 or more)
     page: int | None = None
@@ -89,6 +102,7 @@ def decide(
     *,
     complete: Literal[True],
     any_text: bool = ...,
+    refused: bool = ...,
 ) -> Decision[R]: ...
 
 
@@ -100,6 +114,7 @@ def decide(
     *,
     complete: bool = ...,
     any_text: bool = ...,
+    refused: bool = ...,
 ) -> Decision[R] | None: ...
 
 
@@ -110,6 +125,7 @@ def decide(
     *,
     complete: bool = False,
     any_text: bool = True,
+    refused: bool = False,
 ) -> Decision[R] | None:
     """The decision the pages read so far support, or None to read on.
 
@@ -117,7 +133,7 @@ def decide(
     the ``Readings`` of one place; every page read so far, in page order. ``rows``: what the lookup
     returned for them (any order, duplicates kept). ``complete``: no page follows (the document ended
     or the page limit was reached): then a decision is always returned, ``any_text`` telling NO_EMAIL
-    from NO_TEXT_LAYER.
+    from NO_TEXT_LAYER, and ``refused`` (a user's address the pixels refused) NOT_SHOWN from NO_USER.
     """
     by_email: dict[str, dict[Hashable, R]] = {}
     for row in rows:
@@ -132,6 +148,8 @@ def decide(
             return decision
     if not complete:
         return None
+    if refused:
+        return Decision(Reason.NOT_SHOWN)
     if any(pages):
         return Decision(Reason.NO_USER)
     return Decision(Reason.NO_EMAIL if any_text else Reason.NO_TEXT_LAYER)
@@ -152,7 +170,10 @@ def _page(
             users.setdefault(key, row)  # one user: the row of its first address on the page
     if len(users) == 1:
         (user,) = users.values()
-        return Decision(Reason.MATCHED, user, 1, number, named[0])
+        read = [email for email in named if not isinstance(email, Unread)]
+        if not read:
+            return Decision(Reason.NOT_SHOWN, page=number)  # ink that did not read as the address
+        return Decision(Reason.MATCHED, user, 1, number, str(read[0]))
     return Decision(Reason.AMBIGUOUS, None, len(users), number, named=tuple(users.values()))
 
 
@@ -181,7 +202,7 @@ def _over_readings(
             assert decision.user is not None
             outcomes.add((Reason.MATCHED, decision.user.id))
         else:
-            outcomes.add((Reason.AMBIGUOUS, None))
+            outcomes.add((decision.reason, None))
         if len(outcomes) > 1:
             return Decision(Reason.AMBIGUOUS_WRAP, page=number)
     return first

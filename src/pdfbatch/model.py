@@ -34,6 +34,7 @@ class Reason(enum.StrEnum):
     NO_USER = "no_user"
     AMBIGUOUS = "ambiguous"  # the deciding page names two or more users: nobody is linked
     AMBIGUOUS_WRAP = "ambiguous_wrap"  # a line break reads two ways that name different users (or nobody)
+    NOT_SHOWN = "not_shown"  # a user's address is in the text layer, but the pixels do not spell it
     OCR_PAGE_LIMIT = "ocr_page_limit"  # a scan whose first OCR pages named nobody, with more pages unread
     # skipped_already_exists
     ALREADY_LINKED = "already_linked"
@@ -65,6 +66,7 @@ REASON_OUTCOME: dict[str, str] = {
     Reason.NO_USER: Outcome.SKIPPED_NO_MATCH,
     Reason.AMBIGUOUS: Outcome.SKIPPED_NO_MATCH,
     Reason.AMBIGUOUS_WRAP: Outcome.SKIPPED_NO_MATCH,
+    Reason.NOT_SHOWN: Outcome.SKIPPED_NO_MATCH,
     Reason.OCR_PAGE_LIMIT: Outcome.SKIPPED_NO_MATCH,
     Reason.ALREADY_LINKED: Outcome.SKIPPED_ALREADY_EXISTS,
     Reason.MALFORMED_PDF: Outcome.FAILED,
@@ -265,6 +267,10 @@ REASON_TEXT: dict[str, str] = {
     Reason.AMBIGUOUS_WRAP: (
         "an address broken across two lines reads as different users (or as a user and nobody), "
         "so it was linked to nobody"
+    ),
+    Reason.NOT_SHOWN: (
+        "a user's email address is in the file's text, but the page does not show it (what is drawn "
+        "there reads otherwise, or nothing), so it was linked to nobody"
     ),
     Reason.OCR_PAGE_LIMIT: "a scan whose first pages (read by OCR, up to the page limit) name no user",
     Reason.ALREADY_LINKED: "the user already has a PDF on file",

@@ -119,12 +119,19 @@ def linked(data: bytes, users: Sequence[str]) -> tuple[str | None, Reason]:
 
 
 def verdict(letter: Letter, data: bytes, broken: bool) -> str:
-    """ "ok", "wrong" (someone else linked) or "miss" (nobody, though the engine kept the address whole)."""
-    who, _ = linked(data, letter.users)
+    """ "ok", "wrong" (someone else linked), "miss" (nobody, though the engine kept the address whole),
+    or "unread": nobody, because OCR did not read the address back from the pixels (issue 26).
+
+    Since issue 26 a user's address links only where OCR reads it back, and Tesseract's fast model
+    misreads some short synthetic addresses however they are drawn (``a.v@g1.fr`` reads ``a.v@qg1.fr``
+    at every size and page segmentation mode). That costs recall, never a wrong link, and is the
+    engine's, not the layout's: the property keeps "never anyone else" strict and lets such a miss be
+    "unread" (the real producers' résumés, test_real_producers.py, must still link)."""
+    who, reason = linked(data, letter.users)
     if who not in (None, letter.owner):
         return "wrong"
     if not broken and who != letter.owner:
-        return "miss"
+        return "unread" if reason == Reason.NOT_SHOWN else "miss"
     return "ok"
 
 
@@ -156,7 +163,13 @@ def test_fpdf2_at_any_width_links_the_owner_or_nobody(letter: Letter, width: flo
     data, broken = fpdf2_letter(letter, width, align)
     # WHEN scanned with the owner and some decoys as users
     # THEN the owner or nobody; the owner wherever fpdf2 kept the address on one line
-    assert verdict(letter, data, broken) == "ok", (letter, width, align, broken, linked(data, letter.users))
+    assert verdict(letter, data, broken) in ("ok", "unread"), (
+        letter,
+        width,
+        align,
+        broken,
+        linked(data, letter.users),
+    )
 
 
 # --- Chromium --------------------------------------------------------------------------------------
@@ -243,7 +256,7 @@ def test_chromium_at_any_width_and_wrap_style_links_the_owner_or_nobody(
     # GIVEN a letter Chromium lays out and prints (one browser for the module)
     data, broken = chromium_letter(browser_page, letter, width, wrap, layout)
     # THEN the owner or nobody; the owner wherever Chromium kept the address on one line
-    assert verdict(letter, data, broken) == "ok", (
+    assert verdict(letter, data, broken) in ("ok", "unread"), (
         letter,
         width,
         wrap,

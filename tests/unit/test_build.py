@@ -117,9 +117,25 @@ def test_ocr_pdf_ships_tesseract_and_its_english_model_within_lambdas_zip_limit(
     with zipfile.ZipFile(path) as zf:
         unzipped = sum(i.file_size for i in zf.infolist())
     assert unzipped < 200 * 1024**2, unzipped
-    # AND the text lane's functions do not carry the OCR engine
-    for fn in ("unzip", "process_pdf", "status"):
+    # AND unzip and status do not carry the OCR engine
+    for fn in ("unzip", "status"):
         assert not tops(first_build[fn]) & {"tesserocr", "PIL"}, fn
+
+
+def test_process_pdf_ships_the_engine_that_reads_addresses_back_within_lambdas_zip_limit(
+    first_build: dict[str, Path],
+) -> None:
+    # GIVEN the text lane's zip: since issue 26 it reads each user's address back from the pixels
+    path = first_build["process_pdf"]
+    entries = names(path)
+    # THEN it holds tesserocr, Pillow and the eng model where ocr.engine.tessdata_dir finds it
+    assert {"tesserocr", "PIL"} <= tops(path) | {n.split(".", 1)[0] for n in tops(path)}
+    assert "share/tessdata/eng.traineddata" in entries
+    assert not [n for n in entries if n.endswith("osd.traineddata")]
+    # AND unzipped it is far inside Lambda's 250 MB
+    with zipfile.ZipFile(path) as zf:
+        unzipped = sum(i.file_size for i in zf.infolist())
+    assert unzipped < 200 * 1024**2, unzipped
 
 
 def test_zips_leave_out_the_sdk_operator_tooling_and_metadata(first_build: dict[str, Path]) -> None:
@@ -235,7 +251,8 @@ def test_process_pdf_dependencies_import_on_cpython_3_13(
         "import sys; sys.path.insert(0, sys.argv[1]); "
         "import pypdfium2, pypdf, cryptography.hazmat.bindings._rust, pymysql, redis; "
         "from aws_lambda_powertools.utilities.batch import BatchProcessor; "
-        "import pdfbatch.pdf; print(pdfbatch.pdf.__file__)"
+        "import pdfbatch.pdf; from pdfbatch.pdf import pixels; pixels.load(); "
+        "print(pdfbatch.pdf.__file__)"
     )
     proc = subprocess.run([python, "-I", "-B", "-c", code, str(tmp_path)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

@@ -24,11 +24,13 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from multiprocessing.connection import Connection
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from pdfbatch.errors import EncryptedPdf, MalformedPdf, PdfRejected, PdfTimeout
+from pdfbatch.pdf import pixels
 from pdfbatch.pdf.child import Child, cap_memory, reap, unreaped
 from pdfbatch.pdf.pages import PDFIUM_LOCK, _Document, _Page
+from pdfbatch.pdf.pixels import Check, Seen
 from pdfbatch.pdf.structure import PdfInfo, logger
 
 # What the reader may allocate beyond what it inherits: text extraction needs tens of MiB, while a page
@@ -125,20 +127,21 @@ class _Remote:
         self._reader.retire(kill=True)
         raise RuntimeError(f"PDF reader failed with {message[1]}")
 
-    def visible(self, emails: Sequence[str], timeout: float) -> list[str]:
-        """Which of ``emails`` (candidates of the page just read) a person sees there."""
+    def visible(self, emails: Sequence[str], timeout: float) -> list[Check]:
+        """What a person sees of each of ``emails`` (users' candidates on the page just read): the ink
+        check, then what the pixels spell (pixels.confirm), those that show first, in page order."""
         conn = self._reader.conn
         deadline = time.monotonic() + max(timeout, 0.0)
         self._awaiting_verdict = False  # until it answers, it is busy: close() kills it
         for chunk, last in _chunks(emails):
             conn.send_bytes(json.dumps(["visible", chunk, last]).encode())
-        shown: list[str] = []
+        shown: list[Check] = []
         while True:
             message = self._receive(deadline)
             if message[0] != "shown":
                 self._reader.retire(kill=True)
                 raise RuntimeError(f"PDF reader answered {message[0]!r} to a visibility check")
-            shown.extend(message[1])
+            shown.extend(Check(email, Seen(seen), read) for email, seen, read in message[1])
             if message[2]:
                 self._awaiting_verdict = True
                 return shown
@@ -163,7 +166,16 @@ class _Remote:
         self._reader.retire(kill=True)  # busy inside the document: the budget ran out, or we failed
 
 
-def _chunks(items: Sequence[str]) -> Iterator[tuple[list[str], bool]]:
+def confirmed(document: _Document, emails: Sequence[str]) -> list[Check]:
+    """The ink check (``document.visible``), then the pixel check (pixels.confirm) on ``emails``."""
+    with PDFIUM_LOCK:
+        return pixels.confirm(document, emails, document.visible(emails))
+
+
+T = TypeVar("T")
+
+
+def _chunks(items: Sequence[T]) -> Iterator[tuple[list[T], bool]]:
     """``items`` in pieces of at most CHUNK, each with whether it is the last (at least one piece)."""
     for start in range(0, max(len(items), 1), CHUNK):
         yield list(items[start : start + CHUNK]), start + CHUNK >= len(items)
@@ -203,7 +215,7 @@ def _warm_up() -> None:
         document = _Document(_minimal_pdf("warm.up@example.com"), 1)
         try:
             for _ in document.pages():
-                document.visible(["warm.up@example.com"])
+                confirmed(document, ["warm.up@example.com"])
         finally:
             document.close()
         _warmed = True
@@ -296,6 +308,7 @@ def _answer(conn: Connection, document: _Document) -> bool:  # pragma: no cover 
         request = json.loads(message)
         asked.extend(request[1])
         if request[2]:
-            for chunk, final in _chunks(document.visible(asked)):
+            checks = [[c.email, c.seen.value, c.read] for c in confirmed(document, asked)]
+            for chunk, final in _chunks(checks):
                 conn.send_bytes(json.dumps(["shown", chunk, final]).encode())
             asked = []

@@ -5,7 +5,8 @@ reading with NO_TEXT_LAYER, which hands the document to the OCR lane: an invisib
 
 Per page: the reader sends the page's candidates (visible by the cheap checks, whole); the caller's
 lookup returns the users rows for the new ones; the reader renders just the addresses that belong to
-users and says which a person sees; matching.decide says whether that page decides.
+users and says which a person sees (the ink check), then what their pixels spell (pixels.py: the text
+layer proposes, the pixels decide); matching.decide says whether that page decides.
 
 The parsing runs in this thread's forked reader (reader.py), or with isolate=False in this process
 (_InProcess drives pages._Document); either way the lookups, the budget and the verdict stay here. No
@@ -22,10 +23,11 @@ from dataclasses import dataclass
 from typing import Generic, Protocol
 
 from pdfbatch.errors import PdfTimeout
-from pdfbatch.matching import Decision, MatchPolicy, R, Readings, decide, normalise
+from pdfbatch.matching import Decision, MatchPolicy, R, Readings, Unread, decide, normalise
 from pdfbatch.model import Reason
 from pdfbatch.pdf.pages import _Document, _Page
-from pdfbatch.pdf.reader import _Remote
+from pdfbatch.pdf.pixels import Check, Seen, confusable
+from pdfbatch.pdf.reader import _Remote, confirmed
 from pdfbatch.pdf.structure import PdfInfo
 
 
@@ -33,7 +35,7 @@ from pdfbatch.pdf.structure import PdfInfo
 class Scan(Generic[R]):
     """What scanning one PDF found; ``match`` is the users row it names (MATCHED only)."""
 
-    reason: Reason  # MATCHED | AMBIGUOUS | AMBIGUOUS_WRAP | NO_TEXT_LAYER | NO_EMAIL | NO_USER
+    reason: Reason  # MATCHED | AMBIGUOUS | AMBIGUOUS_WRAP | NOT_SHOWN | NO_TEXT_LAYER | NO_EMAIL | NO_USER
     email: str | None  # the address that linked (MATCHED only)
     match: R | None
     pages_read: int
@@ -83,6 +85,7 @@ def scan(
     visibility_seconds = 0.0
     pages_read = 0
     any_text = False
+    refused = False  # a user's address was in the text layer where the pixels spell something else
     looked_up: set[str] = set()
     rows: list[R] = []
     users: set[str] = set()  # candidates that belong to at least one row
@@ -129,25 +132,22 @@ def scan(
                 return result(Decision(Reason.NO_TEXT_LAYER))
             pages.extend([] for _ in range(pages_read - 1 - len(pages)))
             read_two_ways = [e for group in page.readings for e in group if e is not None]
-            fresh = list(dict.fromkeys(e for e in (*page.candidates, *read_two_ways) if e not in looked_up))
-            if fresh:
-                looked_up.update(fresh)
-                t = clock()
-                found = lookup(fresh)
-                lookup_seconds += clock() - t
-                new_rows = list(found)
-                rows.extend(new_rows)
-                users.update(normalise(row.email) for row in new_rows)
+            page_emails = list(dict.fromkeys((*page.candidates, *read_two_ways)))
+            lookup_seconds += _look_up(page_emails, lookup, rows, users, looked_up, clock)
             named = list(dict.fromkeys(e for e in (*page.candidates, *read_two_ways) if e in users))
-            shown: list[str] = []
+            checks: list[Check] = []
             if named:
                 t = clock()
-                shown = source.visible(named, left())  # in the order of their first visible occurrence
+                checks = source.visible(named, left())  # those that show first, in page order
                 visibility_seconds += clock() - t
+            said, spent = _as_counted(checks, rows, users, looked_up, lookup, clock)
+            lookup_seconds += spent
+            refused = refused or None in said.values()
+            clear = {*page.candidates, *(e for e in said if e not in read_two_ways)}  # with twins
             # The order that matters (PDFBATCH_MATCH_POLICY=first) is the users' order on the page; a
             # place read two ways comes after (a reading of a user nobody sees names nobody).
-            clear, seen = set(page.candidates), set(shown)
-            places = [Readings(e if e not in users or e in seen else None for e in g) for g in page.readings]
+            shown = [e for e in said.values() if e is not None]
+            places = [Readings(said.get(e) if e in users else e for e in g) for g in page.readings]
             pages.append(
                 [*(e for e in page.candidates if e not in users), *(e for e in shown if e in clear), *places]
             )
@@ -156,7 +156,62 @@ def scan(
                 return result(decision)
     finally:
         source.close()
-    return result(decide(pages, rows, policy, complete=True, any_text=any_text))
+    return result(decide(pages, rows, policy, complete=True, any_text=any_text, refused=refused))
+
+
+def _look_up(
+    emails: Sequence[str],
+    lookup: Lookup[R],
+    rows: list[R],
+    users: set[str],
+    looked_up: set[str],
+    clock: Callable[[], float],
+) -> float:
+    """Look up those of ``emails`` not looked up before (one call), adding their rows to ``rows`` and
+    their addresses to ``users``; the seconds the lookup took."""
+    fresh = [e for e in emails if e not in looked_up]
+    if not fresh:
+        return 0.0
+    looked_up.update(fresh)
+    t = clock()
+    found = list(lookup(fresh))
+    spent = clock() - t
+    rows.extend(found)
+    users.update(normalise(row.email) for row in found)
+    return spent
+
+
+def _as_counted(
+    checks: Sequence[Check],
+    rows: list[R],
+    users: set[str],
+    looked_up: set[str],
+    lookup: Lookup[R],
+    clock: Callable[[], float],
+) -> tuple[dict[str, str | None], float]:
+    """Each checked user's address as the page counts it: itself (READ), Unread (it names its users but
+    never links), None (REFUSED); and the seconds spent looking up. A LIKE reading (up to OCR's
+    look-alikes) counts as read only when no other user's address reads the same that way; else it and
+    that other address are Unread (the page is ambiguous). What was read is looked up for that (added to
+    ``rows``, ``users`` and ``looked_up``)."""
+    said: dict[str, str | None] = {}
+    spent = 0.0
+    for check in checks:
+        if check.seen is Seen.LIKE:
+            if check.read:
+                spent += _look_up([check.read], lookup, rows, users, looked_up, clock)
+            loose = confusable(check.email)
+            twins = {normalise(r.email) for r in rows if confusable(r.email) == loose} - {check.email}
+            said[check.email] = Unread(check.email) if twins else check.email
+            for twin in sorted(twins):  # the other user's address, as a person may read it too
+                said.setdefault(twin, Unread(twin))
+        elif check.seen is Seen.READ:
+            said[check.email] = check.email
+        elif check.seen is Seen.UNREAD:
+            said[check.email] = Unread(check.email)
+        else:
+            said[check.email] = None
+    return said, spent
 
 
 class _Source(Protocol):
@@ -164,7 +219,7 @@ class _Source(Protocol):
 
     def next(self, timeout: float) -> PdfInfo | _Page | None: ...
 
-    def visible(self, emails: Sequence[str], timeout: float) -> list[str]: ...
+    def visible(self, emails: Sequence[str], timeout: float) -> list[Check]: ...
 
     def close(self) -> None: ...
 
@@ -184,9 +239,9 @@ class _InProcess:
             return self._document.info
         return next(self._pages, None)
 
-    def visible(self, emails: Sequence[str], timeout: float) -> list[str]:
+    def visible(self, emails: Sequence[str], timeout: float) -> list[Check]:
         assert self._document is not None
-        return self._document.visible(emails)
+        return confirmed(self._document, emails)
 
     def close(self) -> None:
         if self._document is not None:

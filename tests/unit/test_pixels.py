@@ -1,0 +1,206 @@
+"""Issue 26: the text layer proposes, the pixels decide. A user's address in the text layer counts only
+where the page a viewer draws spells it (read by Tesseract); documents from fixtures/deceits.py."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pypdfium2 as pdfium
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fixtures import deceits, layouts
+from fixtures.examples import examples
+from pdfbatch import pdf
+from pdfbatch.matching import Decision, Unread, decide
+from pdfbatch.model import Reason
+from pdfbatch.ocr.engine import Raster, Tesseract
+from pdfbatch.pdf import pixels
+from pdfbatch.pdf.pixels import Seen
+
+VICTIM = "jane.roe@example.com"
+OTHER = "sam.lee@example.com"
+
+
+@dataclass(frozen=True)
+class User:
+    id: int
+    email: str
+
+
+def users(*emails: str) -> object:
+    rows = [User(i, e) for i, e in enumerate(emails, start=1)]
+
+    def lookup(candidates: Sequence[str]) -> list[User]:
+        return [r for r in rows if r.email in candidates]
+
+    return lookup
+
+
+def scanned(data: bytes, *emails: str) -> pdf.Scan[User]:
+    return pdf.scan(data, users(*emails), max_pages=10, budget_seconds=20)  # type: ignore[arg-type]
+
+
+# Each links VICTIM on the code before issue 26 (checked by hand: git stash), nobody after.
+@pytest.mark.parametrize("how", sorted(set(deceits.DECEITS) - {"tz_4", "cm_squash"}))
+def test_an_address_the_pixels_do_not_spell_links_nobody_and_says_not_shown(how: str) -> None:
+    # GIVEN the victim's address in the text layer, drawn so that a person reads something else or
+    # nothing, and another user in the table
+    data = deceits.DECEITS[how](VICTIM)
+    # WHEN scanned
+    result = scanned(data, VICTIM, OTHER)
+    # THEN nobody is linked, and the reason says the pixels refused the text layer's address
+    assert (result.reason, result.match) == (Reason.NOT_SHOWN, None)
+
+
+@pytest.mark.parametrize("how", ["tz_4", "cm_squash"])
+def test_glyphs_squashed_to_hairlines_link_nobody(how: str) -> None:
+    # GIVEN the issue's own squashes (Tz 4; 0.01 0 0 1 cm at 48 pt): too thin to be a candidate at all
+    result = scanned(deceits.DECEITS[how](VICTIM), VICTIM, OTHER)
+    # THEN nobody is linked
+    assert result.match is None
+    assert result.reason in (Reason.NOT_SHOWN, Reason.NO_EMAIL)
+
+
+def test_the_same_page_drawn_plainly_links_its_owner() -> None:
+    # GIVEN the victim's address drawn plainly on the same page  THEN it links (the check costs no recall)
+    result = scanned(deceits.honest(VICTIM), VICTIM, OTHER)
+    assert (result.reason, result.email) == (Reason.MATCHED, VICTIM)
+
+
+def test_a_lying_map_never_links_the_user_the_text_layer_names_nor_the_one_drawn() -> None:
+    # GIVEN glyphs that draw OTHER's address and extract as VICTIM's (same length, a per-code map)
+    shown = "sam.lee@example.com.x"[: len(VICTIM)]
+    data = deceits.tounicode(VICTIM, shown)
+    # WHEN both are users  THEN nobody is linked: the text layer named one, the pixels spell another
+    assert scanned(data, VICTIM, shown).match is None
+
+
+def test_two_users_one_misread_link_nobody() -> None:
+    # GIVEN a page naming two users, the pixels of one read close to, but not as, its address
+    page = [VICTIM, Unread(OTHER)]
+    rows = [User(1, VICTIM), User(2, OTHER)]
+    # WHEN decided  THEN ambiguous: the misread address still names its user
+    decision = decide([page], rows)
+    assert (decision, decision and decision.users_named) == (Decision(Reason.AMBIGUOUS, None, 2, 1), 2)
+    # AND alone, a misread address links nobody, and the page decides not_shown
+    assert decide([[Unread(OTHER)]], rows) == Decision(Reason.NOT_SHOWN, page=1)
+
+
+def test_a_second_user_whose_address_ocr_misreads_makes_the_page_ambiguous(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # GIVEN a page showing two users' addresses, where OCR misreads the second (a slip, not a lie)
+    data = layouts.text(f"Contact: {VICTIM}", f"Reference: {OTHER}")
+    real = pixels.judge
+
+    def slip(ocr: str, email: str) -> pixels.Check:
+        return real(ocr.replace("sam.lee", "sarn.iee"), email)
+
+    monkeypatch.setattr(pixels, "judge", slip)
+    # WHEN scanned in this process (the reader process would not see the patch)
+    result = pdf.scan(data, users(VICTIM, OTHER), max_pages=10, budget_seconds=20, isolate=False)  # type: ignore[arg-type]
+    # THEN nobody is linked: VICTIM alone read back, but OTHER is inked there, so the page is ambiguous
+    assert (result.reason, result.match, result.users_named) == (Reason.AMBIGUOUS, None, 2)
+
+
+@pytest.mark.parametrize(
+    ("ocr", "email", "seen"),
+    [
+        ("jane.roe @example.com", VICTIM, Seen.READ),  # Tesseract's space before "@"
+        ("JANE.ROE@EXAMPLE.COM", VICTIM, Seen.READ),
+        ("Email: jane.roe@example.com,", VICTIM, Seen.READ),
+        ("xjane.roe@example.com", VICTIM, Seen.UNREAD),  # a letter glued to it: another address
+        ("jane.roe@example.comx", VICTIM, Seen.UNREAD),
+        ("jane.r0e@examp1e.c0m", VICTIM, Seen.LIKE),
+        ("jane.roe@exarnple.com", VICTIM, Seen.LIKE),
+        ("jane.rae@exampie.cam", VICTIM, Seen.UNREAD),
+        ("moc.elpmaxe@eor.enaj", VICTIM, Seen.REFUSED),
+        ("qqqqqqqqqqqqqqqqqqqq", VICTIM, Seen.REFUSED),
+        ("", VICTIM, Seen.REFUSED),
+        ("anna [at] example [dot] org", "anna@example.org", Seen.READ),
+    ],
+)
+def test_what_ocr_read_is_judged_against_the_address(ocr: str, email: str, seen: Seen) -> None:
+    assert pixels.judge(ocr, email).seen is seen
+
+
+def test_a_look_alike_reading_that_is_another_users_address_is_ambiguous(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # GIVEN users "bill@example.com" and "b1ll@example.com", the page showing one, OCR reading "b1ll"
+    data = layouts.text("Contact: bill@example.com")
+    real = pixels.judge
+    monkeypatch.setattr(pixels, "judge", lambda ocr, email: real(ocr.replace("bill", "b1ll"), email))
+    lookup = users("bill@example.com", "b1ll@example.com")
+    # WHEN scanned  THEN nobody is linked: the pixels read the same as either user's address
+    result = pdf.scan(data, lookup, max_pages=10, budget_seconds=20, isolate=False)  # type: ignore[arg-type]
+    assert (result.reason, result.match) == (Reason.AMBIGUOUS, None)
+    # AND with no such second user, the look-alike reading links its owner
+    alone = pdf.scan(data, users("bill@example.com"), max_pages=10, budget_seconds=20, isolate=False)  # type: ignore[arg-type]
+    assert (alone.reason, alone.email) == (Reason.MATCHED, "bill@example.com")
+
+
+# --- the property -----------------------------------------------------------------------------------
+
+_LOCALS = st.from_regex(r"[a-z]{3,7}\.[a-z]{3,7}", fullmatch=True)
+
+
+def _page_ocr(data: bytes, dpi: int = 300, psm: int = 3) -> str:
+    """An independent reading of what a person sees: the page rendered (pixels only, no text layer)
+    and read whole by Tesseract's page segmentation, squeezed (lowercase, no whitespace)."""
+    document = pdfium.PdfDocument(data)
+    try:
+        image = document[0].render(scale=dpi / 72, grayscale=True).to_pil().convert("L")
+    finally:
+        document.close()
+    engine = _PAGE_ENGINES.setdefault((dpi, psm), Tesseract(dpi=dpi, psm=psm))
+    text = engine.read(Raster(image.width, image.height, image.width, image.tobytes(), dpi))
+    return pixels.squeeze(text)
+
+
+# The oracle reads the page up to three ways (automatic segmentation at 300 and 400 dpi, one block at
+# 300): a person's reading is what any of them spells. One whole-page read misreads a glyph now and
+# then (`szaa.aaaa@` read `$zaa.aaaa@` once in CI), which says nothing of what the page shows.
+_PAGE_READS = ((300, 3), (400, 3), (300, 6))
+_PAGE_ENGINES: dict[tuple[int, int], Tesseract] = {}
+
+
+def _page_reads(data: bytes, address: str) -> list[str]:
+    """The oracle's readings, stopping at the first that spells ``address``."""
+    seen: list[str] = []
+    for dpi, psm in _PAGE_READS:
+        seen.append(_page_ocr(data, dpi, psm))
+        if pixels.squeeze(address) in seen[-1]:
+            break
+    return seen
+
+
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from([*sorted(deceits.DECEITS), "honest", "both_honest"]),
+    _LOCALS,
+    _LOCALS,
+)
+def test_a_user_is_linked_only_if_a_page_ocr_without_the_text_layer_reads_them(
+    how: str, victim_local: str, other_local: str
+) -> None:
+    # GIVEN a page drawing a user's address in one of issue 26's ways (or plainly, or two users
+    # plainly), and a second user
+    victim, other = f"{victim_local}@example.com", f"{other_local}@example.org"
+    if how == "both_honest":
+        data = layouts.text(f"Contact: {victim}", f"Reference: {other}")
+    elif how == "honest":
+        data = deceits.honest(victim)
+    else:
+        data = deceits.DECEITS[how](victim)
+    # WHEN scanned
+    result = scanned(data, victim, other)
+    # THEN a user is linked only if an OCR of the rendered page reads that user's address, and no other
+    if result.match is not None:
+        seen = _page_reads(data, result.match.email)
+        assert pixels.squeeze(result.match.email) in seen[-1], (how, seen)
+        others = {victim, other} - {result.match.email}
+        assert not [e for e in others if e in seen[-1]], (how, seen)
