@@ -307,6 +307,18 @@ def test_a_domain_broken_after_a_label_that_is_a_tld_links_nobody(head: str, tai
         assert (result.reason, result.match) == (Reason.AMBIGUOUS_WRAP, None), users
 
 
+def test_a_domain_broken_after_a_tld_label_and_again_links_nobody() -> None:
+    # GIVEN fpdf2 breaking "a.a.a@axxxxxxxxxx.ar-a.com" in a 30 pt cell: "...xx.ar" / "-a.c" / "om."
+    doc = pdfs._new_pdf()
+    doc.add_page()
+    doc.set_xy(50, 50)
+    doc.multi_cell(30, 14, "Reach me at a.a.a@axxxxxxxxxx.ar-a.com. I")
+    data = bytes(doc.output())
+    # THEN the head that ends in a TLD (.ar) is never linked
+    assert linked(data, "a.a.a@axxxxxxxxxx.ar") is None
+    assert scanned(data, "a.a.a@axxxxxxxxxx.ar", "a.a.a@axxxxxxxxxx.ar-a.com").reason == Reason.AMBIGUOUS_WRAP
+
+
 def test_an_address_starting_the_next_column_after_a_word_is_read() -> None:
     # GIVEN a column ending with a word ("E-mail") and the next column starting with the address
     data = layouts.resume(

@@ -404,7 +404,9 @@ class _Reader:
         goes_on = (tail[0].islower() and "." in word and _tld(last + first.split("-", 1)[0]) is True) or (
             tail[0] == "-" and tail[1:2].isalnum()
         )
-        if goes_on and _tld(word.rsplit(".", 1)[-1]) is True:
+        end = after + len(tail)
+        wraps = end < len(self.text) and self.text[end] in "\r\n" and self.glyphs.generated(end)
+        if goes_on and (_tld(word.rsplit(".", 1)[-1]) is True or wraps):  # (a tail may wrap again)
             return _Break.EITHER
         return _Break.END  # a complete address ending the line ("gmail.com" / "Phone")
 
