@@ -48,7 +48,7 @@ from pdfbatch.tenants import ADMIN, Caller
 PUBLIC_ROUTES = frozenset({("GET", "/"), ("GET", "/openapi.json")})
 JSON = "application/json"
 _DIGITS = re.compile(r"[0-9]+")  # ASCII: str.isdigit() also says yes to "²", which int() refuses
-# A JSON body's limits (README, "The API"): POST /batches' body is one short object; these leave room.
+# A JSON body's limits (docs/API.md): POST /batches' body is one short object; these leave room.
 MAX_BODY_BYTES = 16 * 1024
 MAX_DEPTH = 16
 # What a depth count reads: a string (escapes included) or one bracket; everything else is skipped.

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from fakes import FakeClock, FakeLedger
 from fixtures import pdfs
 from fixtures.apigw import TEST_API_KEY, Context, api_event, header, load_handler
+from fixtures.examples import examples
 from fixtures.openapi import check_response
 from fixtures.pipeline import drain, upload
 from fixtures.zips import zipfile_zip as make_zip
@@ -302,7 +303,9 @@ def ledgers(draw: st.DrawFn) -> list[tuple[str | None, int, str, str | None, tup
     return entries
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(entries=ledgers())
 def test_a_tenant_traces_only_its_own_documents_and_users(
     entries: list[tuple[str | None, int, str, str | None, tuple[str, ...]]],
