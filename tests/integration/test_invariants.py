@@ -43,8 +43,11 @@ def test_a_run_on_mysql_and_redis_holds_every_invariant_until_a_counter_drifts(d
     sources = Sources.from_deps(deps, objects)
     # WHEN it is checked
     clean = check(sources, [report.batch_id], oracle)
-    # THEN every invariant held
-    assert clean.ok and all(r.held for r in clean.results), "\n".join(clean.lines())
+    # THEN every invariant held, but the two this run gives no input for: no callback log, and a bucket
+    # whose uploads/ other tests share (the soak checks both)
+    assert clean.ok, "\n".join(clean.lines())
+    unchecked = {r.name for r in clean.results if r.held is None}
+    assert unchecked == {"callbacks_recorded", "drops_recorded"}, "\n".join(clean.lines())
     # WHEN the live counters drift by one
     redis.Redis.from_url(deps.settings.redis_url).hincrby(progress_key(report.batch_id), "linked", 1)
     drifted = check(sources, [report.batch_id], oracle)

@@ -328,7 +328,7 @@ class Soak:
             region=REGION,
         )
         deps = build_deps(settings, ensure_schema=False)
-        return Sources.from_deps(deps, S3Keys(self.client("s3")))
+        return Sources.from_deps(deps, S3Keys(self.client("s3")), own_uploads=True)  # prepare() empties it
 
     # --- the run
 

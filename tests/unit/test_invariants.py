@@ -90,7 +90,7 @@ def keys(deps: Deps, prefix: str) -> list[str]:
 
 
 def verify(deps: Deps, run: Run, oracle: Oracle | None = None) -> Report:
-    sources = Sources.from_deps(deps, S3Keys(deps.store.client))  # type: ignore[attr-defined]
+    sources = Sources.from_deps(deps, S3Keys(deps.store.client), own_uploads=True)  # type: ignore[attr-defined]
     return check(sources, [run.batch_id], oracle if oracle is not None else run.oracle)
 
 

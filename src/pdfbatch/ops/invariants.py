@@ -103,8 +103,8 @@ RULES: tuple[tuple[str, str], ...] = (
     (
         "drops_recorded",
         "every object under uploads/ has a batch of its key that `pdfbatch find` lists, whatever its name "
-        "or bytes (a ZIP is processed, anything else FAILED with a reason; read with the oracle: the run "
-        "is over)",
+        "or bytes (a ZIP is processed, anything else FAILED with a reason; checked with the oracle, once "
+        "the run is over, on a bucket whose uploads/ is the run's own: the soak's)",
     ),
     (
         "evidence_stored",
@@ -166,9 +166,12 @@ class Sources:
     progress: Progress | None = None
     callbacks: CallbackLog | None = None  # the callback attempts (None: callbacks_recorded not checked)
     clock: Callable[[], float] = time.time
+    # The bucket's uploads/ holds this run's uploads alone (the soak empties it first): every object
+    # there must then have a batch in this ledger (drops_recorded). A shared bucket: not checked.
+    own_uploads: bool = False
 
     @classmethod
-    def from_deps(cls, deps: Any, objects: ObjectIndex) -> Sources:
+    def from_deps(cls, deps: Any, objects: ObjectIndex, *, own_uploads: bool = False) -> Sources:
         """The sources of a pipeline's Deps (services.deps.Deps), plus a way to list keys."""
         return cls(
             ledger=deps.ledger,
@@ -180,6 +183,7 @@ class Sources:
             progress=deps.progress,
             callbacks=getattr(deps, "callbacks", None),
             clock=getattr(deps, "clock", time.time),
+            own_uploads=own_uploads,
         )
 
 
@@ -390,7 +394,7 @@ def gather(
             if first is not None:
                 link_owners[first.batch_id] = first.tenant
     drops = None
-    if oracle is not None:  # the run is over: every object it put under uploads/ has been notified
+    if sources.own_uploads and oracle is not None:  # the run is over: every upload has been notified
         drops = {
             k: len(sources.ledger.find_batches(k))
             for k in sources.objects.list_keys(sources.bucket, "uploads/")
