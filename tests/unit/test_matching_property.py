@@ -232,7 +232,18 @@ def test_the_linked_user_is_the_one_visibly_and_uniquely_named_on_the_first_page
 
     # WHEN scanned (in this process: the forked reader's pipe is proven elsewhere, and costs time here)
     result = pdf.scan(data, lookup, max_pages=10, budget_seconds=30, policy=policy, isolate=False)
-    # THEN the same user on the same page, the same ambiguity, or (when no page names a user) nobody
+    # THEN never another user: the same user on the same page, the same ambiguity, or (when no page
+    # names a user) nobody. One exception, a miss and never a wrong link: an address drawn plainly that
+    # OCR does not read back (the pixel check, issue 26: a few short made-up addresses such as
+    # `c.0@o.com`) links nobody and says not_shown; and a page whose text is not what it shows (no
+    # glyph both drawn and mapped, a field's text only) is handed to the OCR lane (no_text_layer here),
+    # which reads the pixels: the text lane links nobody
+    if result.reason == Reason.NOT_SHOWN and expected.reason in (Reason.MATCHED, Reason.AMBIGUOUS):
+        assert result.match is None and result.page == expected.page, (result, expected)
+        return
+    if result.reason == Reason.NO_TEXT_LAYER:
+        assert result.match is None, result
+        return
     if expected.reason == Reason.MATCHED:
         assert expected.user is not None and result.match is not None, (result.reason, expected)
         assert (result.reason, result.match.id, result.page) == (

@@ -120,17 +120,26 @@ def confirm(document: _Document, emails: Sequence[str], shown: Sequence[str]) ->
         engine = _engine()
         for email in shown:
             best = Check(email, Seen.REFUSED)
+            inked = False
             for occurrence in page.occurrences:
                 if occurrence.email != email and email not in occurrence.readings:
                     continue
                 assert page.textpage is not None
                 if not visibility.shows(page.page, page.textpage, page.checks, occurrence.glyphs):
                     continue
+                inked = True
                 check = _look(page, occurrence.glyphs, engine, email)
                 if _RANK[check.seen] < _RANK[best.seen]:
                     best = check
                 if best.seen is Seen.READ:
                     break
+            if inked and best.seen is Seen.REFUSED:
+                # Ink that passed the ink check but reads as nothing like the address: a lie of the
+                # text layer, or OCR failing on what a person reads. Which one, the pixels cannot say;
+                # so it never links, and it still names its user: with another user on the page the
+                # file is ambiguous, never the other user's (CI: the matching property, two users
+                # drawn plainly and one of them misread, linked the other).
+                best = Check(email, Seen.UNREAD, best.read)
             checks.append(best)
     done = {check.email for check in checks}
     checks.extend(Check(email, Seen.REFUSED) for email in emails if email not in done)
