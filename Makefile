@@ -23,7 +23,8 @@ export SAM_CLI_TELEMETRY := 0
 CHROMIUM := /usr/bin/chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 # The OCR lane's engine is the tesserocr wheel (pip, bundles libtesseract); the OCR benchmark also times
-# Debian's tesseract command line against it (bench/ocr.py, through pytesseract).
+# Debian's tesseract command line against it (bench/ocr.py, through pytesseract), and the tests make
+# searchable scans with it (`tesseract img out pdf`, as scanners and OCRmyPDF write them).
 TESSERACT := /usr/bin/tesseract
 
 .PHONY: demo test lint check-infra lock fast unit integration e2e bench cases docs labelled-corpus soak up down clean help
@@ -71,7 +72,7 @@ $(TESSERACT):
 demo: $(STAMP)
 	$(BIN)/pdfbatch demo
 
-test: $(STAMP) $(CHROMIUM) lint check-infra
+test: $(STAMP) $(CHROMIUM) $(TESSERACT) lint check-infra
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
@@ -107,13 +108,13 @@ lock: $(STAMP)
 fast: $(STAMP)
 	env -u PYTHONDONTWRITEBYTECODE HYPOTHESIS_PROFILE=fast $(BIN)/python -m pytest -q -n 2 -m "not slow" tests/unit
 
-unit: $(STAMP)
+unit: $(STAMP) $(CHROMIUM) $(TESSERACT)
 	$(BIN)/python -m pytest tests/unit
 
-integration: $(STAMP) $(CHROMIUM)
+integration: $(STAMP) $(CHROMIUM) $(TESSERACT)
 	$(BIN)/python -m pytest tests/integration
 
-e2e: $(STAMP) $(CHROMIUM)
+e2e: $(STAMP) $(CHROMIUM) $(TESSERACT)
 	$(BIN)/python -m pytest tests/e2e
 
 cases: $(STAMP)  ## docs/CASES.md from a run of every bad-input case through the real pipeline

@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import io
 import random
-import shutil
 from typing import Any
 
 import pypdf
@@ -30,9 +29,6 @@ from pdfbatch.services import processing, staging
 from pdfbatch.services.deps import Deps
 
 ENGINE = ocr.Tesseract()
-needs_tesseract = pytest.mark.skipif(
-    shutil.which("tesseract") is None, reason="the tesseract command line (make /usr/bin/tesseract)"
-)
 
 
 @functools.cache
@@ -75,7 +71,6 @@ def no_lookup(emails: object) -> list[Any]:
     return []
 
 
-@needs_tesseract
 @pytest.mark.slow
 def test_a_searchable_scan_from_tesseract_links_its_owner(
     deps: Deps, ledger: FakeLedger, ocr_queue: SqsQueue
@@ -179,9 +174,6 @@ def test_glyphs_with_no_ink_shown_through_them_are_neither_read_nor_sent_to_ocr(
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    not chromium.CHROMIUM.exists(), reason="Chromium prints the résumé (make test installs it)"
-)
 def test_css_background_clip_text_printed_by_chromium_links_its_owner(
     deps: Deps, ledger: FakeLedger, ocr_queue: SqsQueue, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
