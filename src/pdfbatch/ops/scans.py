@@ -14,7 +14,7 @@ import os
 import random
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
@@ -210,24 +210,29 @@ def rasterize(
     out.set_creation_date(_EPOCH)
     out.set_auto_page_break(False)
     angles = []
+    for image in _rendered(pdf, dpi):
+        angle = round(rng.uniform(-max_angle, max_angle), 2)
+        angles.append(angle)
+        image = _scanned_page(image, angle, rng, noise)
+        jpeg = io.BytesIO()
+        image.save(jpeg, "JPEG", quality=quality)
+        out.add_page()
+        out.image(jpeg, x=0, y=0, w=A4[0], h=A4[1])
+    return bytes(out.output()), tuple(angles)
+
+
+def _rendered(pdf: bytes, dpi: int) -> Iterator[Image.Image]:
+    """Each page of ``pdf`` rendered at ``dpi``, in grey."""
     doc = pdfium.PdfDocument(pdf)
     try:
         for index in range(len(doc)):
             page = doc[index]
             try:
-                image = page.render(scale=dpi / 72, grayscale=True).to_pil().convert("L")
+                yield page.render(scale=dpi / 72, grayscale=True).to_pil().convert("L")
             finally:
                 page.close()
-            angle = round(rng.uniform(-max_angle, max_angle), 2)
-            angles.append(angle)
-            image = _scanned_page(image, angle, rng, noise)
-            jpeg = io.BytesIO()
-            image.save(jpeg, "JPEG", quality=quality)
-            out.add_page()
-            out.image(jpeg, x=0, y=0, w=A4[0], h=A4[1])
     finally:
         doc.close()
-    return bytes(out.output()), tuple(angles)
 
 
 def scan_doc(seed: int, dpi: int) -> ScanDoc:
@@ -281,19 +286,7 @@ def long_scan(pages: int = 30, email_page: int | None = None, dpi: int = 200, se
 def _scanned_images(pdf: bytes, dpi: int, seed: int) -> list[Image.Image]:
     """Each page of ``pdf`` as the scanner gives it back (see rasterize), uncompressed."""
     rng = random.Random(seed)
-    images = []
-    doc = pdfium.PdfDocument(pdf)
-    try:
-        for index in range(len(doc)):
-            page = doc[index]
-            try:
-                image = page.render(scale=dpi / 72, grayscale=True).to_pil().convert("L")
-            finally:
-                page.close()
-            images.append(_scanned_page(image, round(rng.uniform(-1.0, 1.0), 2), rng, 8))
-    finally:
-        doc.close()
-    return images
+    return [_scanned_page(image, round(rng.uniform(-1.0, 1.0), 2), rng, 8) for image in _rendered(pdf, dpi)]
 
 
 def tesseract_pdf(pdf: bytes, *, dpi: int = 200, seed: int = 5, tesseract: str = "tesseract") -> bytes:

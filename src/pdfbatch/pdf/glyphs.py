@@ -482,14 +482,9 @@ class _Reader:
         fitted within the right edge of the top line and the line above it, when that is one block."""
         end = self.box(before)
         edge = self.box(top[1])[2]
-        text, glyphs = self.text, self.glyphs
-        above = top[0] - 1
-        while above >= 0 and (glyphs.generated(above) or text[above] == " "):
-            above -= 1
-        if above >= 0:
-            line = self._line(above)
-            if self._one_block(line, top):
-                edge = max(edge, self.box(line[1])[2])
+        line = self._above(top)
+        if line is not None:
+            edge = max(edge, self.box(line[1])[2])
         slack = 0.1 * (end[3] - end[1])
         return end[2] + self._chunk(after) + slack >= edge
 
@@ -505,16 +500,23 @@ class _Reader:
     def _step(self, top: tuple[int, int], bottom: tuple[int, int]) -> float:
         return self.box(top[1])[1] - self.box(bottom[0])[1]
 
-    def _adjacent(self, top: tuple[int, int], bottom: tuple[int, int]) -> Iterator[tuple[int, int]]:
-        """The lines just above ``top`` and just below ``bottom`` that are aligned with them."""
+    def _above(self, top: tuple[int, int]) -> tuple[int, int] | None:
+        """The line just above ``top`` when it is one block with it (aligned), else None."""
         text, glyphs = self.text, self.glyphs
         above = top[0] - 1
         while above >= 0 and (glyphs.generated(above) or text[above] == " "):
             above -= 1
-        if above >= 0:
-            line = self._line(above)
-            if self._one_block(line, top):
-                yield line
+        if above < 0:
+            return None
+        line = self._line(above)
+        return line if self._one_block(line, top) else None
+
+    def _adjacent(self, top: tuple[int, int], bottom: tuple[int, int]) -> Iterator[tuple[int, int]]:
+        """The lines just above ``top`` and just below ``bottom`` that are aligned with them."""
+        text, glyphs = self.text, self.glyphs
+        line = self._above(top)
+        if line is not None:
+            yield line
         below = bottom[1] + 1
         while below < len(text) and (glyphs.generated(below) or text[below] == " "):
             below += 1
