@@ -228,3 +228,31 @@ def test_a_user_is_linked_only_if_a_page_ocr_without_the_text_layer_reads_them(
         assert _spells(seen[-1], result.match.email), (how, seen)
         others = {victim, other} - {result.match.email}
         assert not [e for e in others if e in seen[-1]], (how, seen)
+
+
+@pytest.mark.parametrize("policy", ["unique", "first"])
+def test_an_inked_address_ocr_reads_as_nothing_like_it_still_names_its_user(
+    monkeypatch: pytest.MonkeyPatch, policy: str
+) -> None:
+    # GIVEN two users drawn plainly on one page, and an OCR that reads the first one as something far
+    # off (CI's matching property found it: such an address was dropped, and the other user linked)
+    from pdfbatch.matching import MatchPolicy
+
+    first, second = "ann.lee@example.com", "bob.ray@example.org"
+    data = layouts.text(f"Contact: {first}", f"Reference: {second}")
+    look = pixels._look
+
+    def misread(page: object, glyphs: Sequence[int], engine: object, email: str) -> pixels.Check:
+        if email == first:
+            return pixels.Check(email, Seen.REFUSED, "x7#q")
+        return look(page, glyphs, engine, email)
+
+    monkeypatch.setattr(pixels, "_look", misread)
+    # WHEN scanned in this process (the patch reaches the pixel check)
+    result = pdf.scan(
+        data, users(first, second), max_pages=10, budget_seconds=20, policy=MatchPolicy(policy), isolate=False
+    )  # type: ignore[arg-type]
+    # THEN nobody is linked: the misread address still names its user (ambiguous under unique; under
+    # first, the first user's address is the one that decides, and it did not read: not_shown)
+    assert result.match is None
+    assert result.reason == (Reason.AMBIGUOUS if policy == "unique" else Reason.NOT_SHOWN)
