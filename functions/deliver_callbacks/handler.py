@@ -2,9 +2,9 @@
 
 Messages are completion events (an EventBridge rule targets the queue) and replays (`pdfbatch callbacks
 BATCH --replay`). A failed POST hides its message for a backoff and reports it failed; after
-PDFBATCH_CALLBACK_ATTEMPTS receives SQS moves it to the callback DLQ (services/callbacks.py).
+PDFBATCH_CALLBACK_ATTEMPTS receives SQS moves it to the callback DLQ (services/callback_delivery.py).
 
-Two queues feed it, one per lane (services/callbacks.py): the callback queue (fast lane) and the slow
+Two queues feed it, one per lane (services/callback_delivery.py): the callback queue (fast lane) and the slow
 callback queue, told apart by the record's source ARN. The records of one invocation are delivered at
 the same time (Powertools' AsyncBatchProcessor, each POST on a thread of its own), so a receiver that
 uses its whole deadline delays nobody else's delivery in the batch; the deps are built before, once.
@@ -27,7 +27,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pdfbatch.bootstrap import get_deps
 from pdfbatch.errors import InvalidInput
 from pdfbatch.logs import logger
-from pdfbatch.services import callbacks
+from pdfbatch.services import callback_delivery
 
 processor = AsyncBatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
@@ -35,7 +35,7 @@ processor = AsyncBatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_
 def record_handler(record: SQSRecord) -> None:
     """One delivery attempt; a failure raises, so Powertools reports the message as failed."""
     try:
-        message = callbacks.parse_message(record.body)
+        message = callback_delivery.parse_message(record.body)
     except InvalidInput:
         logger.error("malformed callback message dropped", extra={"message_id": record.message_id})
         return
@@ -43,9 +43,9 @@ def record_handler(record: SQSRecord) -> None:
     attempt = int(record.attributes.approximate_receive_count or 1)
     deps = get_deps(need_queue=True)
     slow = deps.settings.callback_slow_queue_arn
-    lane = callbacks.SLOW if slow and record.event_source_arn == slow else callbacks.FAST
+    lane = callback_delivery.SLOW if slow and record.event_source_arn == slow else callback_delivery.FAST
     try:
-        outcome = callbacks.deliver(deps, message, attempt, record.receipt_handle, lane=lane)
+        outcome = callback_delivery.deliver(deps, message, attempt, record.receipt_handle, lane=lane)
         logger.info("callback message done", extra={"outcome": outcome, "delivery_id": message.delivery_id})
     finally:
         logger.thread_safe_remove_keys(["batch_id"])

@@ -14,7 +14,7 @@ from pdfbatch.bootstrap import get_file_deps
 from pdfbatch.logs import logger
 from pdfbatch.metrics import metrics
 from pdfbatch.model import FileTask, Lane
-from pdfbatch.services import file_messages, overlap, processing
+from pdfbatch.services import file_messages, invocation, processing
 from pdfbatch.services.file_messages import FileMessage, OutOfTime
 
 __all__ = ["OutOfTime", "handler", "record_handler"]
@@ -27,10 +27,10 @@ processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failu
 def record_handler(
     record: SQSRecord,
     lambda_context: LambdaContext | None = None,
-    work: overlap.Invocation | None = None,
+    work: invocation.Invocation | None = None,
 ) -> None:
     """Process one message (services/file_messages.py: budget, metrics, failure path). ``work``: the
-    invocation's messages, whose S3 waits overlap (services/overlap.py); None, one file at a time."""
+    invocation's messages, whose S3 waits overlap (services/invocation.py); None, one file at a time."""
     deps = get_file_deps()
 
     def run(task: FileTask) -> None:
@@ -54,7 +54,7 @@ def record_handler(
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     """Entry point: Powertools reports the failed message ids as batchItemFailures."""
     remaining = context.get_remaining_time_in_millis if context is not None else None
-    with overlap.Invocation.of_records(event.get("Records") or [], remaining) as work:
+    with invocation.Invocation.of_records(event.get("Records") or [], remaining) as work:
         return process_partial_response(
             event=event,
             record_handler=functools.partial(record_handler, work=work),

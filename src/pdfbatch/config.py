@@ -99,7 +99,7 @@ class Settings:
     parked_queue_url: str = ""  # PDFBATCH_PARKED_QUEUE_URL: work dead letters recorded gave_up, to redrive
     api_key: str = field(default="", repr=False)  # PDFBATCH_API_KEY: the shared secret of the REST API
     match_policy: str = "unique"  # PDFBATCH_MATCH_POLICY: one of MATCH_POLICIES
-    # Signed callbacks (pdfbatch.callbacks, services/callbacks.py; docs/RESULTS.md).
+    # Signed callbacks (pdfbatch.callback_security, services/callback_delivery.py; docs/RESULTS.md).
     callback_secret: str = ""  # PDFBATCH_CALLBACK_SECRET: the signing secret's ARN (read by bootstrap)
     callback_key: str = field(default="", repr=False)  # the signing secret's value (from that secret)
     # PDFBATCH_CALLBACK_TENANT_ROOT: the root's ARN; each tenant's secret derives from its value
@@ -123,7 +123,7 @@ class Settings:
     callback_slow_queue_url: str = ""  # PDFBATCH_CALLBACK_SLOW_QUEUE_URL
     callback_slow_queue_arn: str = ""  # PDFBATCH_CALLBACK_SLOW_QUEUE_ARN (tells a slow-lane record)
     # PDFBATCH_PROCESS_OVERLAP (default on): process_pdf overlaps a file's S3 waits with its neighbours'
-    # reading (services/overlap.py); off, each file of an invocation runs start to end before the next.
+    # reading (services/invocation.py); off, each file of an invocation runs start to end before the next.
     process_overlap: bool = True
     # PDFBATCH_INJECT_LATENCY: the bench's AWS-typical latency on every S3 and SQS request the functions
     # send (adapters/latency.py). Never set on AWS.
@@ -329,7 +329,7 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
 
 
 def _ports(env: Mapping[str, str], name: str) -> str:
-    from pdfbatch.callbacks import PortList
+    from pdfbatch.callback_security import PortList
 
     raw = env.get(name) or ""
     try:

@@ -551,7 +551,7 @@ class TenantKey:
 @dataclass(frozen=True)
 class SigningIds:
     """A tenant's signing secret ids (pdfbatch_tenants): the secret is derived from one and the
-    deployment's root (callbacks.tenant_secret), so no secret is stored. ``previous`` still signs
+    deployment's root (callback_security.tenant_secret), so no secret is stored. ``previous`` still signs
     until ``previous_until`` (a rotation's overlap)."""
 
     current: str

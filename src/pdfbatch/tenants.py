@@ -131,12 +131,12 @@ def new_signing_secret(
     """A new signing secret for ``tenant`` (`keys create`, `keys rotate-secret`), returned to show once.
 
     Only a random id is stored (pdfbatch_tenants); the secret is derived from it and the deployment's
-    root (callbacks.tenant_secret). With ``overlap_seconds`` the secret it replaces keeps signing, next
-    to the new one, until then: its receivers switch without a delivery failing.
+    root (callback_security.tenant_secret). With ``overlap_seconds`` the secret it replaces keeps signing,
+    next to the new one, until then: its receivers switch without a delivery failing.
     """
     import secrets
 
-    from pdfbatch.callbacks import tenant_secret
+    from pdfbatch.callback_security import tenant_secret
     from pdfbatch.errors import ConfigError
     from pdfbatch.ports import SigningIds
 
@@ -160,7 +160,7 @@ def signing_secrets(
     for the admin's batches and for a tenant made before tenants had secrets (until `keys
     rotate-secret` gives it one: until then a tenant holding that secret could sign for it).
     """
-    from pdfbatch.callbacks import tenant_secret
+    from pdfbatch.callback_security import tenant_secret
     from pdfbatch.errors import ConfigError
 
     ids = keys.signing_ids(tenant) if keys is not None and tenant is not None else None

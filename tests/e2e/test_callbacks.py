@@ -1,8 +1,9 @@
 """Signed callbacks on the local stack (issue 13): a batch uploaded with a callbackUrl on 127.0.0.1
 (allow-listed, http, in the e2e stack's settings) is POSTed its summary by deliver_callbacks.
 
-The receiver here is what docs/RESULTS.md shows: it verifies each signature with pdfbatch.callbacks.verify
-and the deployment's secret, rejects a signature it saw already (a replayed request) and a stale one, and
+The receiver here is what docs/RESULTS.md shows: it verifies each signature with
+pdfbatch.callback_security.verify and the deployment's secret, rejects a signature it saw already (a
+replayed request) and a stale one, and
 takes each delivery id once. It is down (connection refused) for the first attempt and answers 503 to
 the second; the third gets through. `pdfbatch callbacks BATCH` lists the attempts, `--replay` delivers
 the same body again under a new delivery id. A receiver that always answers 500 leaves the delivery in
@@ -25,7 +26,7 @@ from typing import Any
 import pytest
 
 from fixtures.stack import STACK, free_port, local_client, run_cli
-from pdfbatch import callbacks
+from pdfbatch import callback_security
 from pdfbatch.ops import samples
 
 pytestmark = pytest.mark.e2e
@@ -59,12 +60,12 @@ class Receiver:
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def receive(self, headers: dict[str, str], body: bytes, path: str = "/") -> int:
-        header = headers.get(callbacks.SIGNATURE_HEADER)
-        delivery = headers.get(callbacks.DELIVERY_HEADER)
+        header = headers.get(callback_security.SIGNATURE_HEADER)
+        delivery = headers.get(callback_security.DELIVERY_HEADER)
         url = f"http://127.0.0.1:{self.port}{path}"  # its own URL, as registered
         try:
-            callbacks.verify(self.secret, header, body, tenant=self.tenant, url=url)
-        except callbacks.SignatureError:
+            callback_security.verify(self.secret, header, body, tenant=self.tenant, url=url)
+        except callback_security.SignatureError:
             status = 400
         else:
             assert header is not None
@@ -186,14 +187,14 @@ def test_a_callback_receiver_down_at_first_gets_a_signed_delivery_and_a_replay(
         )
         # AND a replayed request (its signature seen) and a stale signature are rejected
         seen = next(iter(receiver.signatures))
-        headers = {callbacks.SIGNATURE_HEADER: seen, callbacks.DELIVERY_HEADER: delivery_id}
+        headers = {callback_security.SIGNATURE_HEADER: seen, callback_security.DELIVERY_HEADER: delivery_id}
         assert _post(port, headers, body) in (400, 409)
-        stale = callbacks.sign(
-            secret, body, int(time.time()) - callbacks.DEFAULT_TOLERANCE - 60, tenant="", url=url
+        stale = callback_security.sign(
+            secret, body, int(time.time()) - callback_security.DEFAULT_TOLERANCE - 60, tenant="", url=url
         )
-        assert _post(port, {callbacks.SIGNATURE_HEADER: stale}, body) == 400
-        forged = callbacks.sign("not-the-secret", body, tenant="", url=url)
-        assert _post(port, {callbacks.SIGNATURE_HEADER: forged}, body) == 400
+        assert _post(port, {callback_security.SIGNATURE_HEADER: stale}, body) == 400
+        forged = callback_security.sign("not-the-secret", body, tenant="", url=url)
+        assert _post(port, {callback_security.SIGNATURE_HEADER: forged}, body) == 400
         # WHEN the operator replays it THEN the same body arrives under a new delivery id
         replay = run_cli(env, "callbacks", batch_id, "--replay", "--json")
         assert replay.returncode == 0, replay.stderr[-3000:]

@@ -20,12 +20,12 @@ from fixtures import pdfs
 from fixtures.pipeline import drain, upload
 from fixtures.stack import CALLBACK_PORTS, free_port
 from fixtures.zips import zipfile_zip as make_zip
-from pdfbatch import callbacks, delivery
+from pdfbatch import callback_security, delivery
 from pdfbatch.adapters.mysql import MysqlClient
 from pdfbatch.adapters.mysql_callbacks import MysqlCallbackLog
 from pdfbatch.adapters.webhook import post
 from pdfbatch.services import batches, staging
-from pdfbatch.services import callbacks as service
+from pdfbatch.services import callback_delivery as service
 from pdfbatch.services.deps import Deps
 
 pytestmark = pytest.mark.integration
@@ -49,17 +49,21 @@ class Server:
                     # this receiver's URL as the request names it (tenant "": the admin's batches)
                     scheme = "https" if isinstance(self.connection, ssl.SSLSocket) else "http"
                     url = f"{scheme}://{self.headers['Host']}{self.path}"
-                    tenant = self.headers.get(callbacks.TENANT_HEADER, "")
-                    callbacks.verify(
-                        SECRET, self.headers.get(callbacks.SIGNATURE_HEADER), body, tenant=tenant, url=url
+                    tenant = self.headers.get(callback_security.TENANT_HEADER, "")
+                    callback_security.verify(
+                        SECRET,
+                        self.headers.get(callback_security.SIGNATURE_HEADER),
+                        body,
+                        tenant=tenant,
+                        url=url,
                     )
-                except callbacks.SignatureError:
+                except callback_security.SignatureError:
                     ok = False
                 outer.got.append(
                     {
                         "path": self.path,
                         "host": self.headers["Host"],
-                        "delivery": self.headers.get(callbacks.DELIVERY_HEADER),
+                        "delivery": self.headers.get(callback_security.DELIVERY_HEADER),
                         "body": body,
                         "verified": ok,
                     }
@@ -198,10 +202,10 @@ def test_a_receiver_down_for_the_first_attempts_gets_the_delivery_verified(cb_de
 def test_the_post_connects_to_the_checked_address_and_never_looks_the_name_up_again() -> None:
     port = free_port()
     # "rebind.invalid" resolves nowhere: only the checked address can have been connected to
-    target = callbacks.Target("http", "rebind.invalid", port, "/in", ("127.0.0.1",))
+    target = callback_security.Target("http", "rebind.invalid", port, "/in", ("127.0.0.1",))
     with Server(port, [204]) as server:
-        signed = callbacks.sign(SECRET, b"{}", tenant="", url=f"http://rebind.invalid:{port}/in")
-        headers = {callbacks.SIGNATURE_HEADER: signed, callbacks.DELIVERY_HEADER: "d"}
+        signed = callback_security.sign(SECRET, b"{}", tenant="", url=f"http://rebind.invalid:{port}/in")
+        headers = {callback_security.SIGNATURE_HEADER: signed, callback_security.DELIVERY_HEADER: "d"}
         result = post(target, b"{}", headers, timeout=3)
     assert result.status == 204 and result.delivered
     assert server.got[0]["host"] == f"rebind.invalid:{port}"
@@ -209,16 +213,16 @@ def test_the_post_connects_to_the_checked_address_and_never_looks_the_name_up_ag
 
 def test_a_redirect_is_not_followed_and_a_silent_server_times_out() -> None:
     port = free_port()
-    target = callbacks.Target("http", "127.0.0.1", port, "/", ("127.0.0.1",))
+    target = callback_security.Target("http", "127.0.0.1", port, "/", ("127.0.0.1",))
     with Server(port, [302]) as server:
-        signed = callbacks.sign(SECRET, b"{}", tenant="", url=f"http://127.0.0.1:{port}/")
-        result = post(target, b"{}", {callbacks.SIGNATURE_HEADER: signed}, timeout=3)
+        signed = callback_security.sign(SECRET, b"{}", tenant="", url=f"http://127.0.0.1:{port}/")
+        result = post(target, b"{}", {callback_security.SIGNATURE_HEADER: signed}, timeout=3)
     assert (result.status, result.error, result.delivered) == (302, "http_302", False)
     assert len(server.got) == 1
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen(1)
-        quiet = callbacks.Target("http", "127.0.0.1", silent.getsockname()[1], "/", ("127.0.0.1",))
+        quiet = callback_security.Target("http", "127.0.0.1", silent.getsockname()[1], "/", ("127.0.0.1",))
         result = post(quiet, b"{}", {}, timeout=0.5)
     assert result.status is None and result.error == "timeout"
 
@@ -298,18 +302,26 @@ def test_https_sends_the_name_as_sni_and_checks_the_certificate_against_it(tmp_p
     trusted = ssl.create_default_context(cafile=cert)
     body = b"{}"
     headers = {
-        callbacks.SIGNATURE_HEADER: callbacks.sign(
+        callback_security.SIGNATURE_HEADER: callback_security.sign(
             SECRET, body, tenant="", url=f"https://receiver.test:{port}/"
         )
     }
     with server:
         # connected to 127.0.0.1, but TLS speaks to receiver.test: SNI and certificate name agree
         ok = post(
-            callbacks.Target("https", "receiver.test", port, "/", ("127.0.0.1",)), body, headers, 3, trusted
+            callback_security.Target("https", "receiver.test", port, "/", ("127.0.0.1",)),
+            body,
+            headers,
+            3,
+            trusted,
         )
         # the same address under another name: the certificate does not name it, nothing is sent
         wrong = post(
-            callbacks.Target("https", "other.test", port, "/", ("127.0.0.1",)), body, headers, 3, trusted
+            callback_security.Target("https", "other.test", port, "/", ("127.0.0.1",)),
+            body,
+            headers,
+            3,
+            trusted,
         )
     assert ok.status == 200 and ok.delivered
     assert wrong.status is None and wrong.error is not None and wrong.error.startswith("tls:")
@@ -364,7 +376,7 @@ class Trickle:
 def test_a_receiver_trickling_its_status_line_is_cut_at_the_attempt_deadline() -> None:
     # GIVEN a receiver that sends its status line one byte every 2 s (each read well inside any timeout)
     with Trickle(every=2.0) as slow:
-        target = callbacks.Target("http", "127.0.0.1", slow.port, "/", ("127.0.0.1",))
+        target = callback_security.Target("http", "127.0.0.1", slow.port, "/", ("127.0.0.1",))
         # WHEN one POST is made with a 3 s deadline
         started = time.monotonic()
         result = post(target, b"{}", {}, timeout=3)

@@ -15,7 +15,7 @@ import pytest
 from fakes import FakeTenantKeys
 from fixtures.apigw import TEST_API_KEY, Context, api_event, load_handler
 from fixtures.stack import CALLBACK_PORTS
-from pdfbatch import bootstrap, callbacks, tenants
+from pdfbatch import bootstrap, callback_security, tenants
 from pdfbatch.adapters.mysql import MysqlClient
 from pdfbatch.adapters.tenant_keys import MysqlTenantKeys
 from pdfbatch.services import batches
@@ -117,7 +117,7 @@ def test_the_keys_cli_creates_lists_and_revokes_on_the_database(db: Any, mysql_u
     secret = created["signingSecret"]
     ids = store.signing_ids("acme")
     assert secret.startswith("whsec_") and ids is not None
-    assert secret == callbacks.tenant_secret(ROOT_KEY, "acme", ids.current)
+    assert secret == callback_security.tenant_secret(ROOT_KEY, "acme", ids.current)
     with db.cursor() as cur:
         cur.execute("SELECT * FROM pdfbatch_tenants WHERE tenant = 'acme'")
         assert secret.removeprefix("whsec_") not in json.dumps(cur.fetchall(), default=str)
@@ -253,7 +253,7 @@ def test_a_tenants_drop_keeps_the_default_it_was_created_with_on_mariadb(deps: D
     from dataclasses import replace
 
     from pdfbatch.adapters.mysql_callbacks import MysqlCallbackLog
-    from pdfbatch.services import callbacks
+    from pdfbatch.services import callback_delivery
 
     assert deps.tenants is not None
     local = replace(
@@ -269,11 +269,11 @@ def test_a_tenants_drop_keeps_the_default_it_was_created_with_on_mariadb(deps: D
     store = local.tenants
     assert store is not None and local.callbacks is not None
     tenants.create_key(store, "acme")
-    callbacks.set_default(store, local.settings, "acme", "http://127.0.0.1:9/first?k=1")
+    callback_delivery.set_default(store, local.settings, "acme", "http://127.0.0.1:9/first?k=1")
     # WHEN a ZIP is dropped under uploads/acme/, then the default changes and the event comes again
     upload = _drop(local, "uploads/acme/march.zip", "01")
     batch = batches.claim_batch(local, upload)
-    callbacks.set_default(store, local.settings, "acme", "http://127.0.0.1:9/second")
+    callback_delivery.set_default(store, local.settings, "acme", "http://127.0.0.1:9/second")
     assert batches.claim_batch(local, upload).batch_id == batch.batch_id
     # THEN the batch keeps the first, a new drop gets the second, an admin's batch none
     assert local.callbacks.url_of(batch.batch_id) == "http://127.0.0.1:9/first?k=1"

@@ -28,9 +28,9 @@ from fixtures.examples import examples
 from fixtures.pipeline import drain, upload
 from fixtures.stack import CALLBACK_PORTS
 from fixtures.zips import zipfile_zip as make_zip
-from pdfbatch import bootstrap, callbacks, delivery
+from pdfbatch import bootstrap, callback_security, delivery
 from pdfbatch.adapters.webhook import PostResult
-from pdfbatch.callbacks import (
+from pdfbatch.callback_security import (
     AllowList,
     BlockedPort,
     CallbackUrlError,
@@ -42,7 +42,7 @@ from pdfbatch.callbacks import (
 )
 from pdfbatch.config import Settings
 from pdfbatch.errors import ConfigError, InvalidInput
-from pdfbatch.services import callbacks as service
+from pdfbatch.services import callback_delivery as service
 from pdfbatch.services import staging
 from pdfbatch.services.deps import Deps
 
@@ -172,7 +172,7 @@ def _resolving(*addresses: str) -> Any:
 @settings(max_examples=examples(300))
 @given(address=private_any)
 def test_every_private_form_is_refused_as_a_literal_and_as_a_resolved_name(address: str) -> None:
-    assert not callbacks.is_public(ipaddress.ip_address(address))
+    assert not callback_security.is_public(ipaddress.ip_address(address))
     with pytest.raises(CallbackUrlError):
         check_url(_url(address))
     with pytest.raises(CallbackUrlError):
@@ -374,20 +374,27 @@ class Receiver:
     def __init__(self, clock: FakeClock, answers: Sequence[int | str]) -> None:
         self.clock = clock
         self.answers = list(answers)
-        self.got: list[tuple[callbacks.Target, bytes, dict[str, str]]] = []
+        self.got: list[tuple[callback_security.Target, bytes, dict[str, str]]] = []
         self.seen_deliveries: list[str] = []
 
     def __call__(
-        self, target: callbacks.Target, body: bytes, headers: dict[str, str], timeout: float
+        self, target: callback_security.Target, body: bytes, headers: dict[str, str], timeout: float
     ) -> PostResult:
         self.got.append((target, body, headers))
-        tenant, url = headers[callbacks.TENANT_HEADER], target.origin + target.path
-        verify(SECRET, headers[callbacks.SIGNATURE_HEADER], body, tenant=tenant, url=url, now=self.clock())
+        tenant, url = headers[callback_security.TENANT_HEADER], target.origin + target.path
+        verify(
+            SECRET,
+            headers[callback_security.SIGNATURE_HEADER],
+            body,
+            tenant=tenant,
+            url=url,
+            now=self.clock(),
+        )
         answer = self.answers.pop(0) if self.answers else 200
         if isinstance(answer, str):
             return PostResult(None, answer, 5)
         if 200 <= answer < 300:
-            self.seen_deliveries.append(headers[callbacks.DELIVERY_HEADER])
+            self.seen_deliveries.append(headers[callback_security.DELIVERY_HEADER])
         return PostResult(answer, None if 200 <= answer < 300 else f"http_{answer}", 5)
 
 
@@ -447,7 +454,7 @@ def test_a_delivery_down_twice_is_retried_with_backoff_and_every_attempt_is_reco
     # THEN the body is summary.json byte for byte, signed, and the delays doubled
     summary = local.store.get_bytes(local.settings.bucket, delivery.report_keys(batch_id)["summary"])
     assert all(body == summary for _, body, _ in receiver.got)
-    assert {h[callbacks.DELIVERY_HEADER] for _, _, h in receiver.got} == {message.delivery_id}
+    assert {h[callback_security.DELIVERY_HEADER] for _, _, h in receiver.got} == {message.delivery_id}
     assert receiver.got[0][0].addresses == ("127.0.0.1",) and receiver.got[0][0].path == "/hook?k=1"
     queue: Any = local.queue
     assert queue.delays == [30, 60]
@@ -670,7 +677,9 @@ def test_a_timeout_on_the_fast_lane_is_recorded_and_the_delivery_goes_on_on_the_
     receiver = Receiver(clock, ["timeout", "timeout", 200])
     deadlines: list[float] = []
 
-    def post(target: callbacks.Target, body: bytes, headers: dict[str, str], timeout: float) -> PostResult:
+    def post(
+        target: callback_security.Target, body: bytes, headers: dict[str, str], timeout: float
+    ) -> PostResult:
         deadlines.append(timeout)
         return receiver(target, body, headers, timeout)
 
@@ -734,7 +743,9 @@ def test_one_invocation_delivers_its_records_side_by_side_and_routes_each_to_its
     lock = threading.Lock()
     seen: list[float] = []
 
-    def post(target: callbacks.Target, body: bytes, headers: dict[str, str], timeout: float) -> PostResult:
+    def post(
+        target: callback_security.Target, body: bytes, headers: dict[str, str], timeout: float
+    ) -> PostResult:
         with lock:
             busy.append(len(busy) + 1)
             seen.append(timeout)

@@ -26,7 +26,7 @@ from fixtures.stack import CALLBACK_PORTS
 from pdfbatch import bootstrap, tenants
 from pdfbatch.errors import InvalidInput
 from pdfbatch.ports import CallbackAttempt
-from pdfbatch.services import batches, callbacks, views
+from pdfbatch.services import batches, callback_delivery, views
 from pdfbatch.services.batches import Upload
 from pdfbatch.services.deps import Deps
 from pdfbatch.tenants import ADMIN, Caller
@@ -67,7 +67,7 @@ def _post(key: str, payload: dict[str, Any] | None = None) -> tuple[int, Any]:
 
 def test_an_explicit_url_wins_then_the_owners_default_and_the_admin_has_none() -> None:
     defaults = {"acme": "https://hooks.acme.example/in"}
-    choose = callbacks.url_for_new_batch
+    choose = callback_delivery.url_for_new_batch
     assert choose("https://x.example/", "acme", defaults.get) == "https://x.example/"
     assert choose(None, "acme", defaults.get) == "https://hooks.acme.example/in"
     assert choose(None, "globex", defaults.get) is None
@@ -84,20 +84,22 @@ def test_a_default_is_checked_as_a_posted_callback_url_and_cleared(deps: Deps) -
     # GIVEN the checks a POSTed callbackUrl gets: private, link-local, http where not allowed
     for bad in ("http://10.0.0.1/in", "https://169.254.169.254/latest/meta-data/", "ftp://127.0.0.1/"):
         with pytest.raises(InvalidInput):
-            callbacks.set_default(keys, local.settings, "acme", bad)
+            callback_delivery.set_default(keys, local.settings, "acme", bad)
     with pytest.raises(InvalidInput):
-        callbacks.set_default(keys, deps.settings, "acme", HOOK)  # http and 127.0.0.1 not allowed here
+        callback_delivery.set_default(
+            keys, deps.settings, "acme", HOOK
+        )  # http and 127.0.0.1 not allowed here
     assert keys.callbacks() == {}
     # WHEN an allowed URL is set THEN only its origin is returned to show
-    assert callbacks.set_default(keys, local.settings, "acme", HOOK) == "http://127.0.0.1:9"
+    assert callback_delivery.set_default(keys, local.settings, "acme", HOOK) == "http://127.0.0.1:9"
     assert keys.callback_of("acme") == HOOK
     # AND a tenant that never had a key cannot have one; a bad name is refused first
     with pytest.raises(InvalidInput, match="create its key first"):
-        callbacks.set_default(keys, local.settings, "nobody", HOOK)
+        callback_delivery.set_default(keys, local.settings, "nobody", HOOK)
     with pytest.raises(InvalidInput, match="tenant name"):
-        callbacks.set_default(keys, local.settings, "Acme", HOOK)
+        callback_delivery.set_default(keys, local.settings, "Acme", HOOK)
     # AND clearing it leaves none
-    assert callbacks.set_default(keys, local.settings, "acme", None) is None
+    assert callback_delivery.set_default(keys, local.settings, "acme", None) is None
     assert keys.callback_of("acme") is None and keys.callbacks() == {}
 
 
@@ -108,7 +110,7 @@ def test_a_tenants_drop_and_post_without_a_url_get_its_default_an_explicit_url_w
     local = _local(deps)
     keys: Any = local.tenants
     acme = tenants.create_key(keys, "acme")
-    callbacks.set_default(keys, local.settings, "acme", HOOK)
+    callback_delivery.set_default(keys, local.settings, "acme", HOOK)
     # WHEN a ZIP is dropped under uploads/acme/ and acme POSTs with and without a callbackUrl
     dropped = batches.claim_batch(local, _drop(local, "uploads/acme/march.zip", "01"))
     _, plain = _post(acme)
@@ -127,18 +129,18 @@ def test_a_later_change_of_the_default_does_not_redirect_a_created_batch(deps: D
     local = _local(deps)
     keys: Any = local.tenants
     tenants.create_key(keys, "acme")
-    callbacks.set_default(keys, local.settings, "acme", HOOK)
+    callback_delivery.set_default(keys, local.settings, "acme", HOOK)
     upload = _drop(local, "uploads/acme/march.zip", "01")
     first = batches.claim_batch(local, upload)
     # WHEN the default changes, and the same notification arrives again
-    callbacks.set_default(keys, local.settings, "acme", "http://127.0.0.1:11/new")
+    callback_delivery.set_default(keys, local.settings, "acme", "http://127.0.0.1:11/new")
     again = batches.claim_batch(local, upload)
     # THEN the batch keeps the URL it was created with; a new batch gets the new one
     assert again.batch_id == first.batch_id and _url(local, first.batch_id) == HOOK
     later = batches.claim_batch(local, _drop(local, "uploads/acme/april.zip", "02"))
     assert _url(local, later.batch_id) == "http://127.0.0.1:11/new"
     # AND once cleared, the next batch has none while the first keeps its own
-    callbacks.set_default(keys, local.settings, "acme", None)
+    callback_delivery.set_default(keys, local.settings, "acme", None)
     cleared = batches.claim_batch(local, _drop(local, "uploads/acme/may.zip", "03"))
     assert _url(local, cleared.batch_id) is None and _url(local, first.batch_id) == HOOK
 
@@ -147,7 +149,7 @@ def test_a_revoked_tenants_drop_is_the_admins_and_gets_no_default(deps: Deps) ->
     local = _local(deps)
     keys: Any = local.tenants
     tenants.create_key(keys, "acme")
-    callbacks.set_default(keys, local.settings, "acme", HOOK)
+    callback_delivery.set_default(keys, local.settings, "acme", HOOK)
     tenants.revoke_keys(keys, "acme")
     dropped = batches.claim_batch(local, _drop(local, "uploads/acme/march.zip", "01"))
     assert dropped.tenant is None and _url(local, dropped.batch_id) is None
@@ -198,7 +200,7 @@ def test_every_batch_keeps_its_explicit_url_else_its_owners_default_at_creation(
             tenants.create_key(keys, tenant)
         if how == "default":
             defaults[tenant] = f"http://127.0.0.1:7/start-{tenant}"
-            callbacks.set_default(keys, local.settings, tenant, defaults[tenant])
+            callback_delivery.set_default(keys, local.settings, tenant, defaults[tenant])
     for step, (action, tenant, n) in enumerate(actions):
         if action == "key" and tenant is not None:
             tenants.create_key(keys, tenant)
@@ -207,13 +209,13 @@ def test_every_batch_keeps_its_explicit_url_else_its_owners_default_at_creation(
         elif action == "set" and tenant is not None:
             url = f"http://127.0.0.1:{n}/default-{tenant}-{step}"
             if any(k.tenant == tenant for k in keys.list_keys()):
-                callbacks.set_default(keys, local.settings, tenant, url)
+                callback_delivery.set_default(keys, local.settings, tenant, url)
                 defaults[tenant] = url
             else:
                 with pytest.raises(InvalidInput):
-                    callbacks.set_default(keys, local.settings, tenant, url)
+                    callback_delivery.set_default(keys, local.settings, tenant, url)
         elif action == "clear" and tenant is not None:
-            callbacks.set_default(keys, local.settings, tenant, None)
+            callback_delivery.set_default(keys, local.settings, tenant, None)
             defaults.pop(tenant, None)
         elif action == "drop" and tenant is not None:
             # WHEN a ZIP is dropped under uploads/{tenant}/
@@ -255,7 +257,7 @@ def _attempt(n: int, status_code: int | None, error: str | None, done: bool = Tr
 def test_the_callback_state_names_the_host_only_and_how_delivery_stands(
     rows: list[CallbackAttempt], state: str, count: int, last: int | None
 ) -> None:
-    shown = callbacks.state_of("https://hooks.acme.example:8443/p/a/t/h?token=s3cret", rows)
+    shown = callback_delivery.state_of("https://hooks.acme.example:8443/p/a/t/h?token=s3cret", rows)
     assert (shown["host"], shown["state"], shown["attempts"], shown["lastHttpStatus"]) == (
         "hooks.acme.example",
         state,

@@ -2,7 +2,7 @@
 
 Each tenant's summaries are signed with a secret of its own (derived from the deployment's root and the
 tenant's random secret id), over the timestamp, the tenant, the destination URL and the body. The
-oracle is the receiver's own check (``callbacks.verify`` with its secret, its tenant and its URL), the
+oracle is the receiver's own check (``callback_security.verify`` with its secret, its tenant and its URL), the
 code docs/RESULTS.md tells receivers to run: a header the deliverer made for A, or one A forged with its own
 secret for B's batch, must never pass at B's receiver; a rotation's overlap lets both secrets verify,
 and only until it ends.
@@ -24,11 +24,11 @@ from fixtures.examples import examples
 from fixtures.pipeline import drain, upload
 from fixtures.stack import CALLBACK_PORTS
 from fixtures.zips import zipfile_zip as make_zip
-from pdfbatch import callbacks, tenants
+from pdfbatch import callback_security, tenants
 from pdfbatch.adapters.webhook import PostResult
-from pdfbatch.callbacks import SignatureError, sign, verify
+from pdfbatch.callback_security import SignatureError, sign, verify
 from pdfbatch.services import batches, staging
-from pdfbatch.services import callbacks as service
+from pdfbatch.services import callback_delivery as service
 from pdfbatch.services.deps import Deps
 from pdfbatch.tenants import Caller
 
@@ -121,7 +121,7 @@ def test_the_database_holds_no_secret_only_ids() -> None:
     assert secret.removeprefix("whsec_") not in stored and secret not in stored
     # the id alone (a database read) is not the secret: the root is needed
     ids = keys.signing["acme"]
-    assert callbacks.tenant_secret("another-root", "acme", ids.current) != secret
+    assert callback_security.tenant_secret("another-root", "acme", ids.current) != secret
 
 
 # --- the deliverer: each batch signed for its owner and its URL --------------------------------------
@@ -137,7 +137,7 @@ class Receivers:
         self.posts: list[tuple[str, bytes, dict[str, str]]] = []
 
     def __call__(
-        self, target: callbacks.Target, body: bytes, headers: dict[str, str], timeout: float
+        self, target: callback_security.Target, body: bytes, headers: dict[str, str], timeout: float
     ) -> PostResult:
         url = target.origin + target.path
         self.posts.append((url, body, headers))
@@ -145,7 +145,7 @@ class Receivers:
             try:
                 verify(
                     secret,
-                    headers[callbacks.SIGNATURE_HEADER],
+                    headers[callback_security.SIGNATURE_HEADER],
                     body,
                     tenant=tenant,
                     url=url,
@@ -200,7 +200,7 @@ def test_each_delivery_verifies_at_its_owners_receiver_only(deps: Deps, owners: 
         assert service.deliver(local, message, 1, None, post=receivers) == "delivered"
         # THEN exactly its owner's receiver accepts it (the admin's: none of the tenants')
         headers = receivers.posts[-1][2]
-        assert headers[callbacks.TENANT_HEADER] == (owner or "")
+        assert headers[callback_security.TENANT_HEADER] == (owner or "")
         grew = {t for t, v in receivers.accepted.items() if len(v) > before[t]}
         assert grew == ({owner} if owner is not None else set())
     assert {t: len(v) for t, v in receivers.accepted.items()} == {

@@ -40,7 +40,7 @@ from pdfbatch.model import (
     user_id_of_segment,
 )
 from pdfbatch.ports import UserRow
-from pdfbatch.services import gc, processing, staging, views
+from pdfbatch.services import orphans, processing, staging, views
 from pdfbatch.services.deps import Deps
 from pdfbatch.tenants import ADMIN
 
@@ -227,7 +227,7 @@ def test_a_link_the_table_refuses_fails_the_file_and_leaves_its_copy_to_gc(
     assert ledger.pdf_url_of(user) is None
     copies = objects(deps, "pdfs/")
     assert len(copies) == 1
-    assert gc.referenced_keys(deps, copies) == set()
+    assert orphans.referenced_keys(deps, copies) == set()
 
 
 # --- ids of any kind ------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """One callback POST, to an address checked beforehand: no second DNS lookup, no redirect followed.
 
-http.client over a socket connected to ``Target.addresses`` (checked by callbacks.check_url): the
+http.client over a socket connected to ``Target.addresses`` (checked by callback_security.check_url): the
 name is only sent (Host header, TLS SNI and certificate check), never resolved again, so a DNS answer
 that changes between the check and the connection (rebinding) cannot send the request inside.
 Standard library only: the deliver_callbacks function's cold start stays that of its other imports.
@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from pdfbatch.callbacks import Target
+from pdfbatch.callback_security import Target
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ def add_callbacks(sub: Any, upload: Any) -> None:
 def callbacks_cmd(args: argparse.Namespace) -> int:
     """List a batch's callback attempts, or queue a replay."""
     from pdfbatch.cli.operator import _service_errors, ops_deps
-    from pdfbatch.services import callbacks
+    from pdfbatch.services import callback_delivery
 
     deps, outputs = ops_deps()
     if args.replay:
@@ -52,14 +52,14 @@ def callbacks_cmd(args: argparse.Namespace) -> int:
 
         sqs = boto3_client("sqs", deps.settings)
         with _service_errors():
-            delivery_id = callbacks.replay(deps, args.batch_id, lambda m: send_json(sqs, url, m))
+            delivery_id = callback_delivery.replay(deps, args.batch_id, lambda m: send_json(sqs, url, m))
         if args.json:
             print(json.dumps({"batchId": args.batch_id, "deliveryId": delivery_id}))
         else:
             stderr_console().print(f"replay queued: delivery {delivery_id}", markup=False, highlight=False)
         return EXIT_OK
     with _service_errors():
-        view = callbacks.attempts(deps, args.batch_id)
+        view = callback_delivery.attempts(deps, args.batch_id)
     if args.json:
         print(json.dumps(view, indent=2, sort_keys=True))
         return EXIT_OK

@@ -150,16 +150,16 @@ def tenant_root() -> str:
 
 def _check_callback(url: str) -> None:
     from pdfbatch.config import Settings
-    from pdfbatch.services import callbacks
+    from pdfbatch.services import callback_delivery
 
-    callbacks.check(Settings.from_env(), url)
+    callback_delivery.check(Settings.from_env(), url)
 
 
 def _set_callback(store: Any, tenant: str, url: str | None) -> str | None:
     from pdfbatch.config import Settings
-    from pdfbatch.services import callbacks
+    from pdfbatch.services import callback_delivery
 
-    return callbacks.set_default(store, Settings.from_env(), tenant, url)
+    return callback_delivery.set_default(store, Settings.from_env(), tenant, url)
 
 
 def keys_set_callback(args: argparse.Namespace) -> int:
@@ -187,7 +187,7 @@ def keys_list(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from pdfbatch.cli.common import stderr_console
-    from pdfbatch.services.callbacks import origin_of
+    from pdfbatch.services.callback_delivery import origin_of
 
     with _errors():
         store = tenant_keys()

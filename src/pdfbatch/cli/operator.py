@@ -231,7 +231,7 @@ def _orphan_count(ledger: Any, batch_id: str) -> int | None:
     from pdfbatch.config import Settings
     from pdfbatch.errors import DependencyUnavailable
     from pdfbatch.ops.api import ApiError, stack_outputs
-    from pdfbatch.services import gc
+    from pdfbatch.services import orphans
 
     local_credentials()
     try:
@@ -240,7 +240,7 @@ def _orphan_count(ledger: Any, batch_id: str) -> int | None:
             Settings.from_env(), bucket=outputs["BucketName"], endpoint_url=endpoint_url(), region=region()
         )
         deps = replace(build_deps(settings, ensure_schema=False), ledger=ledger, users=ledger)
-        return len(gc.batch_orphans(deps, batch_id))
+        return len(orphans.batch_orphans(deps, batch_id))
     except (ApiError, DependencyUnavailable) as exc:
         stderr_console().print(f"orphans not counted: {exc}", markup=False, highlight=False, style="dim")
         return None
@@ -380,13 +380,13 @@ def check_cmd(args: argparse.Namespace) -> int:
 
 def gc_cmd(args: argparse.Namespace) -> int:
     """List (and with --delete remove) final objects nothing points at, older than the grace."""
-    from pdfbatch.services import gc
+    from pdfbatch.services import orphans
 
     deps, _ = ops_deps()
     console = stderr_console()
     with _service_errors():
-        older_than = gc.parse_duration(args.older_than)
-        report = gc.sweep(deps, older_than_seconds=older_than, delete=args.delete)
+        older_than = orphans.parse_duration(args.older_than)
+        report = orphans.sweep(deps, older_than_seconds=older_than, delete=args.delete)
     out = report.as_dict()
     if args.json:
         print(json.dumps(out, indent=2, sort_keys=True))

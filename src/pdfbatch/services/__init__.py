@@ -8,9 +8,9 @@
 - ``settle``      on a schedule, what a read would settle for batches nobody reads
 - ``operations``  the operator's retry, dead letters and redrive
 - ``report``      ``pdfbatch report`` and the one percentile definition
-- ``gc``          ``pdfbatch gc``: final objects nothing points at, found by checking references
-- ``callbacks``   a batch's signed callback: delivery attempts, lanes, the record of each
-- ``overlap``     process_pdf's read-ahead: an invocation's S3 waits overlapped
+- ``orphans``     ``pdfbatch gc``: final objects nothing points at, found by checking references
+- ``callback_delivery`` a batch's signed callback: delivery attempts, lanes, the record of each
+- ``invocation``  process_pdf's read-ahead: an invocation's S3 waits overlapped
 - ``file_messages`` the per-record path both file functions share (budget, metrics, failure path)
 
 ``Deps`` (``deps``) is what they all run on. Import each use case by its module

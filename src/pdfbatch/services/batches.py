@@ -12,7 +12,7 @@ key made it with POST /batches, the owner of the batch whose link a later upload
 a ZIP dropped under ``uploads/{tenant}/`` if that tenant holds a live key when the upload is first
 seen, and otherwise the admin (None). A duplicate notification finds the row and leaves its owner.
 A tenant's new batch without a callbackUrl of its own keeps the tenant's default callback URL, fixed
-at creation like the owner (services/callbacks.keep_default).
+at creation like the owner (services/callback_delivery.keep_default).
 """
 
 from __future__ import annotations
@@ -129,12 +129,15 @@ def owner_of(deps: Deps, upload: Upload) -> str | None:
 
 
 def _keep_default_callback(deps: Deps, batch_id: str, owner: str | None) -> None:
-    """A new batch of a tenant with a default callback URL keeps it (services/callbacks.keep_default)."""
+    """A new batch of a tenant with a default callback URL keeps it.
+
+    (services/callback_delivery.keep_default)
+    """
     if owner is None or deps.tenants is None:
         return  # the admin's batches have no default; no import on the way
-    from pdfbatch.services import callbacks
+    from pdfbatch.services import callback_delivery
 
-    callbacks.keep_default(deps, batch_id, owner)
+    callback_delivery.keep_default(deps, batch_id, owner)
 
 
 def _revive(deps: Deps, batch: BatchRow) -> BatchRow:
@@ -149,14 +152,14 @@ def create_batch(deps: Deps, caller: Caller = ADMIN, callback_url: str | None = 
     """POST /batches: a new batch id (owned by the caller's tenant) and a presigned POST for its ZIP.
 
     ``callback_url`` (optional) is checked before anything is written (InvalidInput: nothing created)
-    and kept for the batch: its summary is POSTed there, signed, once it ends (services/callbacks.py).
+    and kept for the batch: its summary is POSTed there, signed, once it ends (services/callback_delivery.py).
     Without one, the batch keeps its tenant's default callback URL, if it has one now.
     """
     s = deps.settings
     if callback_url is not None:
-        from pdfbatch.services import callbacks
+        from pdfbatch.services import callback_delivery
 
-        callbacks.check(s, callback_url)
+        callback_delivery.check(s, callback_url)
     now = deps.clock()
     _check_pending(deps, caller, now)
     batch_id = new_batch_id()
@@ -165,7 +168,7 @@ def create_batch(deps: Deps, caller: Caller = ADMIN, callback_url: str | None = 
     # new id) leaves no PENDING batch nobody knows. What it may leave, a callback row and a live hash
     # under an id nobody has, is never read (reads start at the batch row) and the hash expires.
     if callback_url is not None:
-        callbacks.register(deps, batch_id, callback_url)
+        callback_delivery.register(deps, batch_id, callback_url)
     else:
         _keep_default_callback(deps, batch_id, caller.tenant)
     deps.progress.init_batch(batch_id, BatchStatus.PENDING, None, now)

@@ -71,7 +71,7 @@ def handle(
     """Run ``work`` on the message's file with the shared budget, metrics and failure path.
 
     ``remaining_ms``: what is left of the invocation (None: no limit, as in a test). ``begun``: the file
-    was started already (read ahead by services/overlap.py), so its time was checked then.
+    was started already (read ahead by services/invocation.py), so its time was checked then.
     """
     task = message.task()
     if task is None:

@@ -60,7 +60,7 @@ def read_file(deps: Deps, task: FileTask, staged: Staged | None = None) -> Read 
 
     Returns what ``conclude`` acts on (a ``Read``), or the row when the file needs nothing more (recorded
     here or before, handed to the OCR lane), or None (no row, or recorded by a concurrent delivery).
-    ``staged`` gives the staged bytes (services/overlap.py passes a prefetch), default one S3 GET.
+    ``staged`` gives the staged bytes (services/invocation.py passes a prefetch), default one S3 GET.
     """
     row, done = _open(deps, task, Lane.TEXT)
     if done:
@@ -280,7 +280,7 @@ def link_target(deps: Deps, read: Read, linked: Mapping[Any, str] | None = None)
     (recorded and counted here: it names nobody, or its user has a PDF already).
 
     ``linked``: users this process linked since ``read``'s users were looked up (id -> pdf_url), so a
-    lookup made before that link is read as the link made it (services/overlap.py).
+    lookup made before that link is read as the link made it (services/invocation.py).
     """
     user = read.verdict.user
     if user is None:
@@ -416,7 +416,7 @@ def drop_staged_copies(deps: Deps, tasks: Sequence[FileTask]) -> None:
 
 def _left_to_lifecycle(task: FileTask, exc_info: bool = False) -> None:
     # The file's own keys, said explicitly: an invocation drops its files' copies when it ends, while the
-    # logger's appended keys name its last file (services/overlap.py).
+    # logger's appended keys name its last file (services/invocation.py).
     logger.warning(
         "staged copy not deleted; the lifecycle rule will expire it",
         extra={"batch_id": task.batch_id, "file_index": task.index},

@@ -29,7 +29,8 @@ def percentile(values: Sequence[float], p: float) -> float:
 def batch_report(ledger: Ledger, batch_id: str, orphans: int | None = None) -> dict[str, Any]:
     """`pdfbatch report`: outcomes, reasons and per-stage p50/p95/p99 (ms), all read from the ledger.
 
-    ``orphans``: the batch's copies nothing points at (``gc.batch_orphans``), when the bucket was reached.
+    ``orphans``: the batch's copies nothing points at (``orphans.batch_orphans``), when the bucket was
+    reached.
     """
     batch = ledger.get_batch(batch_id) if is_batch_id(batch_id) else None
     if batch is None:

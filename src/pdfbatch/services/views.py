@@ -85,7 +85,7 @@ def callback_state(deps: Deps, batch_id: str) -> dict[str, Any] | None:
     url = deps.callbacks.url_of(batch_id)
     if url is None:
         return None
-    from pdfbatch.services.callbacks import state_of
+    from pdfbatch.services.callback_delivery import state_of
 
     return state_of(url, deps.callbacks.attempts(batch_id))
 

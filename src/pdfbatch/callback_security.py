@@ -1,7 +1,7 @@
 """Signed callbacks: the signature scheme, the receivers' verifier, and which URLs may be called.
 
 Standard library only: a receiver can copy this file, or ``pip install pdfbatch`` and call
-``pdfbatch.callbacks.verify``.
+``pdfbatch.callback_security.verify``.
 
 Signature (like Stripe's, version 2): each POST carries
 

@@ -1,4 +1,4 @@
-"""`pdfbatch gc` and the orphan count of `pdfbatch report` (services/gc.py), over the fakes and moto.
+"""`pdfbatch gc` and the orphan count of `pdfbatch report` (services/orphans.py), over the fakes and moto.
 
 Final objects are never deleted on the hot path (tests/unit/test_uploads.py, case 2); a copy whose link
 was lost stays until this sweep, which removes it only once nothing points at it and it is old enough.
@@ -19,7 +19,7 @@ from fixtures.reuse import email, resume
 from fixtures.zips import zipfile_zip
 from pdfbatch.errors import DependencyUnavailable, InvalidInput
 from pdfbatch.model import FileTask, final_key
-from pdfbatch.services import gc, processing, staging
+from pdfbatch.services import orphans, processing, staging
 from pdfbatch.services.deps import Deps
 from pdfbatch.services.report import batch_report
 
@@ -93,13 +93,13 @@ def test_gc_never_sweeps_a_copy_younger_than_the_grace(
     # GIVEN an orphaned copy made just now
     _, linked, orphan = batch_with_an_orphan(deps, ledger, monkeypatch)
     # WHEN gc runs now with an hour's grace, deleting
-    report = gc.sweep(replace(deps, clock=time.time), older_than_seconds=3600, delete=True)
+    report = orphans.sweep(replace(deps, clock=time.time), older_than_seconds=3600, delete=True)
     # THEN nothing is judged, let alone deleted
     assert (report.young, report.orphans, report.deleted) == (2, [], 0)
     assert objects(deps) == sorted([linked, orphan])
     # AND a grace shorter than a copy-to-link could take is refused
     with pytest.raises(InvalidInput, match="at least"):
-        gc.sweep(deps, older_than_seconds=60)
+        orphans.sweep(deps, older_than_seconds=60)
 
 
 def test_gc_keeps_what_a_user_points_at_without_a_ledger_entry_and_never_touches_other_keys(
@@ -137,20 +137,20 @@ def test_report_counts_a_batchs_orphaned_copies(
     # GIVEN a batch that left one copy whose link was lost
     batch_id, _, orphan = batch_with_an_orphan(deps, ledger, monkeypatch)
     # THEN the report counts it, and once gc removed it, counts none
-    assert gc.batch_orphans(deps, batch_id) == [orphan]
-    assert batch_report(ledger, batch_id, orphans=len(gc.batch_orphans(deps, batch_id)))["orphans"] == 1
+    assert orphans.batch_orphans(deps, batch_id) == [orphan]
+    assert batch_report(ledger, batch_id, orphans=len(orphans.batch_orphans(deps, batch_id)))["orphans"] == 1
     sweep_orphans(deps)
-    assert gc.batch_orphans(deps, batch_id) == []
+    assert orphans.batch_orphans(deps, batch_id) == []
 
 
 @pytest.mark.parametrize(
     ("text", "seconds"), [("900", 900), ("90s", 90), ("45m", 2700), ("6h", 21600), ("2d", 172800)]
 )
 def test_older_than_takes_seconds_minutes_hours_or_days(text: str, seconds: int) -> None:
-    assert gc.parse_duration(text) == seconds
+    assert orphans.parse_duration(text) == seconds
 
 
 @pytest.mark.parametrize("text", ["", "1w", "-5m", "1.5h", "soon"])
 def test_a_duration_that_is_not_one_is_refused(text: str) -> None:
     with pytest.raises(InvalidInput):
-        gc.parse_duration(text)
+        orphans.parse_duration(text)

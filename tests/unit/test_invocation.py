@@ -1,4 +1,4 @@
-"""process_pdf overlapping each file's S3 waits with its neighbours' work (issue 15, services/overlap.py):
+"""process_pdf overlapping each file's S3 waits with its neighbours' work (issue 15, services/invocation.py):
 the next message's PDF fetched while one is read, a file's copy running while the next is read, and
 exactly the outcomes, failed message ids, links, objects and counters of one file after another.
 

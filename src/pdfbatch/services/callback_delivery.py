@@ -1,7 +1,7 @@
 """Signed callbacks: a batch's callbackUrl kept at creation, its summary POSTed once it ends, retried.
 
 How a delivery travels (docs/ARCHITECTURE.md):
-1. ``POST /batches`` with ``callbackUrl``: ``check`` checks the URL (pdfbatch.callbacks.check_url)
+1. ``POST /batches`` with ``callbackUrl``: ``check`` checks the URL (pdfbatch.callback_security.check_url)
    and ``register`` keeps it (``CallbackLog.set_url``). A batch created without one (POST /batches
    without the field, a ZIP dropped under uploads/{tenant}/) keeps its tenant's default callback URL
    instead, if the tenant has one then (``keep_default``; set with `pdfbatch keys set-callback`).
@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pdfbatch import callbacks, delivery
+from pdfbatch import callback_security, delivery
 from pdfbatch.adapters.webhook import PostResult
 from pdfbatch.config import Settings
 from pdfbatch.errors import ConfigError, InvalidInput, NotFound
@@ -47,7 +47,7 @@ from pdfbatch.services.deps import Deps, iso
 
 FIRST, REPLAY = "first", "replay"
 FAST, SLOW = "fast", "slow"  # the callback lanes (5. above)
-Post = Callable[[callbacks.Target, bytes, dict[str, str], float], PostResult]
+Post = Callable[[callback_security.Target, bytes, dict[str, str], float], PostResult]
 
 
 class DeliveryFailed(Exception):
@@ -78,25 +78,29 @@ class Delivery:
 
 
 @functools.cache
-def _allow_list(text: str) -> callbacks.AllowList:
-    return callbacks.AllowList.parse(text)
+def _allow_list(text: str) -> callback_security.AllowList:
+    return callback_security.AllowList.parse(text)
 
 
 @functools.cache
-def _port_list(text: str) -> callbacks.PortList:
-    return callbacks.PortList.parse(text)
+def _port_list(text: str) -> callback_security.PortList:
+    return callback_security.PortList.parse(text)
 
 
-def check(settings: Settings, url: str, resolver: callbacks.Resolver = callbacks.resolve) -> callbacks.Target:
+def check(
+    settings: Settings, url: str, resolver: callback_security.Resolver = callback_security.resolve
+) -> callback_security.Target:
     """The URL's Target if the settings let pdfbatch call it; InvalidInput saying why not."""
     try:
         return _check_url(settings, url, resolver)
-    except callbacks.CallbackUrlError as exc:
+    except callback_security.CallbackUrlError as exc:
         raise InvalidInput(str(exc)) from exc
 
 
-def _check_url(settings: Settings, url: str, resolver: callbacks.Resolver) -> callbacks.Target:
-    return callbacks.check_url(
+def _check_url(
+    settings: Settings, url: str, resolver: callback_security.Resolver
+) -> callback_security.Target:
+    return callback_security.check_url(
         url,
         allow_http=settings.callback_allow_http,
         allow=_allow_list(settings.callback_allow),
@@ -142,7 +146,7 @@ def set_default(
     settings: Settings,
     tenant: str,
     url: str | None,
-    resolver: callbacks.Resolver = callbacks.resolve,
+    resolver: callback_security.Resolver = callback_security.resolve,
 ) -> str | None:
     """`pdfbatch keys set-callback`: set (or clear, with None) a tenant's default callback URL.
 
@@ -165,10 +169,10 @@ def origin_of(url: str | None) -> str | None:
     if url is None:
         return None
     try:
-        scheme, host, port, _ = callbacks.parse_url(url, allow_http=True)
-    except callbacks.CallbackUrlError:
+        scheme, host, port, _ = callback_security.parse_url(url, allow_http=True)
+    except callback_security.CallbackUrlError:
         return None
-    return callbacks.Target(scheme, host, port, "/", ()).origin
+    return callback_security.Target(scheme, host, port, "/", ()).origin
 
 
 # What GET /batches/{id} says of an attempt's error: a class, not the recorded detail (which `pdfbatch
@@ -211,8 +215,8 @@ def state_of(url: str, rows: Sequence[CallbackAttempt]) -> dict[str, Any]:
     (``tenant_error``: coarse, the detail is the operator's).
     """
     try:
-        host: str | None = callbacks.parse_url(url, allow_http=True)[1]
-    except callbacks.CallbackUrlError:
+        host: str | None = callback_security.parse_url(url, allow_http=True)[1]
+    except callback_security.CallbackUrlError:
         host = None
     answered = [a for a in rows if a.duration_ms is not None]
     last = max(answered, key=lambda a: (a.started_at, a.attempt), default=None)
@@ -279,7 +283,7 @@ def deliver(
     attempt: int,
     receipt_handle: str | None,
     post: Post | None = None,
-    resolver: callbacks.Resolver = callbacks.resolve,
+    resolver: callback_security.Resolver = callback_security.resolve,
     *,
     lane: str = FAST,
 ) -> str:
@@ -366,7 +370,7 @@ def _attempt(
     message: Delivery,
     url: str,
     post: Post | None,
-    resolver: callbacks.Resolver,
+    resolver: callback_security.Resolver,
     *,
     keys: Sequence[str],
     tenant: str,
@@ -378,19 +382,21 @@ def _attempt(
     started = time.monotonic()
     try:
         target = _check_url(s, url, resolver)
-    except callbacks.CallbackUrlError as exc:
+    except callback_security.CallbackUrlError as exc:
         # not sent; "unresolved" may pass on a later attempt, "blocked_address" only if DNS changes,
         # "blocked_port" only if the operator allows the port (a tenant's default set before the rule)
-        if isinstance(exc, callbacks.UnresolvedHost):
+        if isinstance(exc, callback_security.UnresolvedHost):
             error = "unresolved"
         else:
-            error = "blocked_port" if isinstance(exc, callbacks.BlockedPort) else "blocked_address"
+            error = "blocked_port" if isinstance(exc, callback_security.BlockedPort) else "blocked_address"
         return PostResult(None, error, int((time.monotonic() - started) * 1000))
     body = deps.store.get_bytes(s.bucket, delivery.report_keys(message.batch_id)["summary"])
     headers = {
-        callbacks.SIGNATURE_HEADER: callbacks.sign(keys, body, int(deps.clock()), tenant=tenant, url=url),
-        callbacks.TENANT_HEADER: tenant,
-        callbacks.DELIVERY_HEADER: message.delivery_id,
+        callback_security.SIGNATURE_HEADER: callback_security.sign(
+            keys, body, int(deps.clock()), tenant=tenant, url=url
+        ),
+        callback_security.TENANT_HEADER: tenant,
+        callback_security.DELIVERY_HEADER: message.delivery_id,
     }
     if post is None:
         from pdfbatch.adapters.webhook import post as http_post
