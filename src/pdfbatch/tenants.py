@@ -56,9 +56,29 @@ class Caller:
         """The admin key sees every batch."""
         return self.tenant is None
 
-    def sees(self, owner: str | None) -> bool:
-        """May this caller see a batch owned by ``owner`` (None: the admin's own)?"""
+    def may_access(self, owner: str | None) -> bool:
+        """The tenant-access rule: may this caller read a batch owned by ``owner`` (None: the admin's own)?
+
+        The admin reads every batch, a tenant only its own. Every read checks this (services/views.py);
+        ``listing_owner`` is the same rule in the form a query takes.
+        """
         return self.tenant is None or owner == self.tenant
+
+    def listing_owner(self, requested: str | None) -> str | None:
+        """The owner a listing's query is restricted to (``may_access`` as a filter); None: unfiltered.
+
+        The admin lists every batch, or ``requested``'s; a tenant its own. A tenant naming another
+        tenant raises NoAccess: the caller lists nothing, whether that tenant has batches or not.
+        """
+        if self.is_admin:
+            return requested
+        if requested is not None and requested != self.tenant:
+            raise NoAccess
+        return self.tenant
+
+
+class NoAccess(Exception):
+    """A tenant asked for what another tenant owns (``Caller.listing_owner``)."""
 
 
 ADMIN = Caller()

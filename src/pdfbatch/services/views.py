@@ -4,7 +4,7 @@ Reads, shaped as JSON. A read that must end a batch does it through a named call
 tally (see ``batch_status``), never as a write of its own.
 
 Every read takes the ``Caller`` (tenants.py): a tenant sees only its own batches, and another
-tenant's batch is NotFound("no such batch") exactly as an unknown id is (``_visible``: the same one
+tenant's batch is NotFound("no such batch") exactly as an unknown id is (``_check_access``: the same one
 ledger read either way, before anything else is read).
 """
 
@@ -28,23 +28,24 @@ from pdfbatch.model import (
 from pdfbatch.ports import BatchRow, FileRow, LiveProgress, TracedFile, every_file
 from pdfbatch.services import batches, tally
 from pdfbatch.services.deps import Deps, iso
-from pdfbatch.tenants import Caller, valid_tenant
+from pdfbatch.tenants import Caller, NoAccess, valid_tenant
 
 _CURSOR = re.compile(r"[0-9]{1,18}")
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
 TRACE_LIMIT = 100  # entries a trace shows, newest first
 
 
-def _visible(deps: Deps, batch_id: str, caller: Caller) -> None:
-    """NotFound unless ``caller`` may see the batch; for the admin, nothing to check (no read).
+def _check_access(deps: Deps, batch_id: str, caller: Caller, *, known: bool = False) -> None:
+    """NotFound unless ``caller`` may read the batch (``Caller.may_access``, the one rule).
 
     For a tenant: one ledger read, the same for an unknown id and another tenant's batch, and the
     same exception (the handler turns it into the one 404 body), so neither is told from the other.
+    For the admin nothing to check, so no read, unless ``known`` asks that the batch exist.
     """
-    if caller.is_admin:
+    if caller.is_admin and not known:
         return
     batch = deps.ledger.get_batch(batch_id) if is_batch_id(batch_id) else None
-    if batch is None or not caller.sees(batch.tenant):
+    if batch is None or not caller.may_access(batch.tenant):
         raise NotFound("no such batch")
 
 
@@ -56,7 +57,7 @@ def batch_status(deps: Deps, batch_id: str, *, caller: Caller) -> dict[str, Any]
     completes (``tally.complete_from_ledger``). A final batch links its report (presigned GETs) once it
     is announced; one whose announcer died is announced here, through ``tally.announce``.
     """
-    _visible(deps, batch_id, caller)
+    _check_access(deps, batch_id, caller)
     body = _batch_status(deps, batch_id)
     body["lanes"] = lane_progress(deps, batch_id, int(body["processed"]))
     callback = callback_state(deps, batch_id)
@@ -243,9 +244,7 @@ def list_files(
     caller: Caller,
 ) -> dict[str, Any]:
     """GET /batches/{id}/files: per-file results in entry order, paginated by an opaque cursor."""
-    batch = deps.ledger.get_batch(batch_id) if is_batch_id(batch_id) else None
-    if batch is None or not caller.sees(batch.tenant):
-        raise NotFound("no such batch")
+    _check_access(deps, batch_id, caller, known=True)
     allowed = {*COUNTED_OUTCOMES, IGNORED, "not_linked", "pending"}
     if outcome is not None and outcome not in allowed:
         raise InvalidInput(f"outcome must be one of {', '.join(sorted(allowed))}")
@@ -344,9 +343,10 @@ def recent_batches(
     running one (null once they expired: ``pdfbatch status`` rebuilds them).
     """
     before, window = list_query(tenant=tenant, status=status, since=since, until=until, cursor=cursor)
-    owner = caller.tenant if not caller.is_admin else tenant
     limit = max(1, min(int(limit), 100))
-    if not caller.is_admin and tenant is not None and tenant != caller.tenant:
+    try:
+        owner = caller.listing_owner(tenant)
+    except NoAccess:
         rows: list[BatchRow] = []  # another tenant's batches: none, whether it has any or not
     else:
         rows = deps.ledger.recent_batches(
