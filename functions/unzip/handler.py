@@ -74,7 +74,7 @@ def dead_letter(record: SQSRecord) -> None:
         body = None
     if isinstance(body, dict) and "batchId" in body:
         try:
-            task = FileTask.from_message(body)
+            task = FileTask.from_body(record.body)
         except InvalidInput:
             logger.error("malformed work dead letter dropped", extra={"message_id": record.message_id})
             return

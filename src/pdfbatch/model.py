@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -184,6 +185,18 @@ class FileTask:
         if not is_batch_id(batch_id) or index < 0:
             raise InvalidInput("malformed work message")
         return cls(batch_id=batch_id, index=index, staging_key=key, bucket=bucket)
+
+    @classmethod
+    def from_body(cls, body: str | bytes | None) -> FileTask:
+        """Parse an SQS message's raw body, the one parse every consumer uses; InvalidInput when the body
+        is not JSON or not a work message."""
+        try:
+            data = json.loads(body or "")
+        except (ValueError, TypeError) as exc:
+            raise InvalidInput("malformed work message") from exc
+        if not isinstance(data, dict):
+            raise InvalidInput("malformed work message")
+        return cls.from_message(data)
 
 
 def upload_key(batch_id: str) -> str:

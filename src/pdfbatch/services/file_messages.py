@@ -14,7 +14,6 @@ failure path are written once.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -49,8 +48,8 @@ class FileMessage:
     def task(self) -> FileTask | None:
         """The file this message names, or None when its body is not a work message."""
         try:
-            return FileTask.from_message(json.loads(self.body))
-        except (InvalidInput, ValueError, TypeError):
+            return FileTask.from_body(self.body)
+        except InvalidInput:
             return None
 
     @property

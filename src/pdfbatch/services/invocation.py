@@ -28,7 +28,6 @@ turns all of it off.
 from __future__ import annotations
 
 import functools
-import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -95,8 +94,8 @@ class Invocation:
         for record in records:
             ids.append(str(record.get("messageId", "")))
             try:
-                tasks.append(FileTask.from_message(json.loads(record.get("body") or "")))
-            except (InvalidInput, ValueError, TypeError, KeyError):
+                tasks.append(FileTask.from_body(record.get("body")))
+            except InvalidInput:
                 tasks.append(None)
         return cls(ids, tasks, remaining_ms=remaining_ms)
 

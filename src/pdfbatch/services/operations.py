@@ -4,7 +4,6 @@ queue's dead letters (``pdfbatch dlq``). Every reopened file is un-counted once,
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -110,8 +109,8 @@ def reopen_files(deps: Deps, batch_id: str, rows: Sequence[FileRow]) -> list[Fil
 
 def _dead_letter_task(letter: DeadLetter) -> FileTask | None:
     try:
-        return FileTask.from_message(json.loads(letter.body))
-    except (InvalidInput, ValueError):
+        return FileTask.from_body(letter.body)
+    except InvalidInput:
         return None
 
 
