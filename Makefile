@@ -70,7 +70,7 @@ $(TESSERACT):
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends tesseract-ocr tesseract-ocr-eng
 
 demo: $(STAMP)
-	$(BIN)/pdfbatch demo
+	$(BIN)/python -m pdfbatch.cli demo  # -m: the checkout is on sys.path, so the demo finds tools/ (not in the wheel)
 
 test: $(STAMP) $(CHROMIUM) $(TESSERACT) lint check-infra
 	$(BIN)/python -m pytest

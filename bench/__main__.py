@@ -122,7 +122,7 @@ def closing_notes(rows: Sequence[Row]) -> list[str]:
         f"{corpora_fonts()} and bold headings, as word processors write them; pypdf reads them in "
         f"{v('extract résumé: pypdf whole document')} ms and "
         f"{v('extract manual, email p.1: pypdf whole document', '.0f')} ms (the issue measured 11.7 and "
-        "1061 ms on its corpus). Core-font PDFs (ops.samples, used for the scale runs) parse in ~1 ms and "
+        "1061 ms on its corpus). Core-font PDFs (tools.samples, used for the scale runs) parse in ~1 ms and "
         "would make the extraction ratios meaningless.",
         "Extraction: the project's extractor is pypdf's structure and encryption check (the page tree's "
         "/Count, no page walk), then pypdfium2 in pdfbatch.pdf's reader process (isolation from hostile "

@@ -10,11 +10,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pypdf
+from tools import samples
 
 from bench import corpora
 from bench.report import Row, Target
 from pdfbatch import pdf
-from pdfbatch.ops import samples
 
 
 @dataclass(frozen=True)

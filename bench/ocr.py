@@ -1,4 +1,4 @@
-"""Section 9: OCR engines compared on generated scans (pdfbatch.ops.scans): email recovery, seconds per
+"""Section 9: OCR engines compared on generated scans (tools.scans): email recovery, seconds per
 full page, seconds per résumé whose address is in the header band. `python -m bench.ocr [--quick]`.
 
 Every engine runs through the lane's own reader (pdfbatch.ocr.scan, in this process so its CPU time can
@@ -19,11 +19,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from tools import scans
+
 from bench.report import Row, Target
 from pdfbatch import ocr
 from pdfbatch.ocr.engine import Raster, use_one_thread
 from pdfbatch.ocr.read import Region, open_document, render
-from pdfbatch.ops import scans
 
 CHOSEN = "tesseract psm3 >=200dpi"  # the lane's engine (docs/OCR.md says why); its rows carry the targets
 

@@ -220,8 +220,8 @@ def lane_zips(resumes: int, scans: int, pages: int, out: Path) -> tuple[Path, Pa
     ``pages`` pages naming nobody (each read by the OCR lane up to its page limit)."""
     import zipfile
 
-    from pdfbatch.ops import samples
-    from pdfbatch.ops import scans as scan_docs
+    from tools import samples
+    from tools import scans as scan_docs
 
     users: list[str] = []
     entries: list[tuple[str, bytes]] = []

@@ -156,8 +156,9 @@ def run(rows: int, queries: int, log: Callable[[str], None]) -> list[Row]:
 
 def evidence_rows(log: Callable[[str], None], n: int = 100) -> list[Row]:
     """CPU per render and bytes per PNG over the extraction corpus's résumés (linked on page 1)."""
+    from tools import samples
+
     from pdfbatch import evidence
-    from pdfbatch.ops import samples
 
     docs = [(samples.resume(*samples.person(i)), samples.person(i)[1]) for i in range(n)]
     cpu, sizes = [], []

@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tools import samples
 
 from fixtures.stack import STACK, free_port, local_client, run_cli
 from pdfbatch import callback_security
-from pdfbatch.ops import samples
 
 pytestmark = pytest.mark.e2e
 

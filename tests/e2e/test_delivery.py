@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tools import samples
 
 from fixtures.events import completions_queue
 from fixtures.stack import MYSQL_URL, local_client, run_cli
@@ -23,7 +24,6 @@ from pdfbatch import delivery
 from pdfbatch.adapters.ledger import MysqlLedger
 from pdfbatch.adapters.mysql import MysqlClient
 from pdfbatch.config import Settings
-from pdfbatch.ops import samples
 
 pytestmark = pytest.mark.e2e
 

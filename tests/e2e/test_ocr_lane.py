@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tools import samples
 
 from fixtures import pdfs, scans
 from fixtures.stack import run_cli, seed
-from pdfbatch.ops import samples
 
 pytestmark = pytest.mark.e2e
 

@@ -17,10 +17,10 @@ from typing import Any
 import pymysql
 import pytest
 import redis
+from tools import samples
 
 from fixtures.stack import MYSQL_URL, REDIS_URL, ROOT, STACK, local_client, run_cli
 from pdfbatch.adapters.redis import progress_key
-from pdfbatch.ops import samples
 
 pytestmark = pytest.mark.e2e
 

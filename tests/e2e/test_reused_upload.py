@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tools import samples
 
 from fixtures.stack import local_client, run_cli, seed
-from pdfbatch.ops import samples
 from pdfbatch.ops.api import ApiClient, presigned_post
 
 pytestmark = pytest.mark.e2e

@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 import redis
+from tools import demo_zip, samples
 
 from fixtures.stack import REDIS_URL, local_client, run_cli, seed
 from pdfbatch.adapters.redis import progress_key
-from pdfbatch.ops import demo_zip, localstack, samples
+from pdfbatch.ops import localstack
 from pdfbatch.ops.api import ApiClient
 
 pytestmark = pytest.mark.e2e

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tools import samples
 
 from fixtures.openapi import CheckedApiClient
 from fixtures.stack import local_client, run_cli
-from pdfbatch.ops import samples
 from pdfbatch.ops.api import ApiError, presigned_post
 
 pytestmark = pytest.mark.e2e

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tools import samples
 
 from fixtures.stack import run_cli, seed
 from pdfbatch.cli.trace import sha256_of
-from pdfbatch.ops import samples
 
 pytestmark = pytest.mark.e2e
 

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tools import demo_zip, samples
 
 from fixtures.stack import ROOT, free_port, seed
 from pdfbatch.display import printable
 from pdfbatch.model import REASON_TEXT
-from pdfbatch.ops import demo_zip, samples
 from pdfbatch.ops.api import ApiError
 
 pytestmark = pytest.mark.e2e

@@ -22,8 +22,9 @@ import random
 import zlib
 from dataclasses import dataclass, field
 
+from tools import samples, scans
+
 from fixtures import pdfs, zips
-from pdfbatch.ops import samples, scans
 
 Entry = tuple[str, bytes]
 

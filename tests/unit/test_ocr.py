@@ -403,7 +403,7 @@ def test_tesseract_reads_a_header_address_from_the_band_alone(seed: int) -> None
 
 def test_tesseract_reads_a_page_of_shapes_as_no_text() -> None:
     # GIVEN an image-only page of filled shapes (tesserocr finds "lines" there with no text at all)
-    from pdfbatch.ops import samples
+    from tools import samples
 
     # WHEN Tesseract reads it THEN it names nobody, without failing the worker (it raised before)
     result = ocr.scan(samples.image_only(), Users(), engine=ocr.Tesseract())

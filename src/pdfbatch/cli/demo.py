@@ -12,7 +12,10 @@ from pdfbatch.cli.stack import stack_up
 
 def demo(args: argparse.Namespace) -> int:
     """Bring the stack up, seed users, build a sample ZIP, upload it and show what happened."""
-    from pdfbatch.ops import demo_zip, devdb
+    # The demo's corpus is drawn by the dev tooling (tools/, fpdf2): `make demo` runs this from the checkout.
+    from tools import demo_zip
+
+    from pdfbatch.ops import devdb
 
     console = stderr_console()
     stack_up(argparse.Namespace(root=args.root, json=False))

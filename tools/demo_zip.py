@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import random
 
-from pdfbatch.ops import scans
-from pdfbatch.ops.samples import Corpus, image_only, manual, person, png, resume, text_pdf
+from tools import scans
+from tools.samples import Corpus, image_only, manual, person, png, resume, text_pdf
 
 
 def demo_corpus(n_resumes: int = 12) -> Corpus:

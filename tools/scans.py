@@ -24,7 +24,7 @@ from fpdf import FPDF
 from fpdf.enums import TextMode
 from PIL import Image, ImageChops
 
-from pdfbatch.ops import samples
+from tools import samples
 
 _EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
 A4 = (595.28, 841.89)  # points
