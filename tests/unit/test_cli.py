@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 import pytest
 
@@ -129,3 +130,13 @@ def test_the_cli_finds_the_local_stack_where_the_tests_bench_and_soak_do(
         monkeypatch.setenv(name, value)
     # THEN `pdfbatch stack up`, `demo` and every other command talk to that endpoint
     assert common.endpoint_url() == expected
+
+
+def test_demo_outside_a_checkout_says_where_it_runs(monkeypatch, capsys):
+    # GIVEN an installed pdfbatch without the checkout's dev tooling (tools/ is not in the wheel)
+    monkeypatch.setitem(sys.modules, "tools", None)
+    # WHEN the operator runs the demo
+    code = cli.main(["demo"])
+    # THEN one sentence says to run it from a checkout, before any stack is started
+    assert code == 2
+    assert "make demo" in capsys.readouterr().err
