@@ -174,7 +174,8 @@ def _strict_engine() -> Any:
 
 def _look(page: Any, glyphs: Sequence[int], engine: Any, email: str) -> Check:
     """The best of a few readings of ``glyphs``: at each size of _TARGETS while they read close but
-    not exact; then, if still not read, with the other text objects that overlap their lines hidden.
+    neither READ nor LIKE; then, if still not read, with the other text objects that overlap their
+    lines hidden.
 
     The last look is sound because the ink check (visibility.shows) has already found that every glyph
     changes the pixels of whatever is drawn under and over it; text of another object crossing the
