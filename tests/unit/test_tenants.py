@@ -251,6 +251,7 @@ def test_a_key_never_sees_another_tenants_batch_through_any_route(deps: Deps, wo
             created = body(call("POST", "/batches", caller_key))
             batch = batches.claim_batch(d, _drop(d, created["key"], f"{n:02X}"))
             if how == "reuse":
+                owner[batch.batch_id] = creator  # the first upload's batch, read and listed like any
                 batch = batches.claim_batch(d, _drop(d, created["key"], f"{n:02X}R"))
             expected = creator
         assert batch.tenant == expected
@@ -278,3 +279,12 @@ def test_a_key_never_sees_another_tenants_batch_through_any_route(deps: Deps, wo
                     assert answer == unknown[path] and answer["statusCode"] == 404
                     assert not listed
                     assert all(ledger.get_batch(b["batchId"]).tenant == who for b in found)  # type: ignore[union-attr]
+        # AND a listing by tenant name lists exactly what this key may read of that tenant's (the admin:
+        # that tenant's; a tenant: its own, and nothing when it names another)
+        for named in (None, *NAMES):
+            query = {"tenant": named} if named else {}
+            answer = call("GET", "/batches", key, query)
+            assert answer["statusCode"] == 200
+            listed_ids = {b["batchId"] for b in body(answer)["batches"]}
+            readable = {b for b, o in owner.items() if who is None or o == who}
+            assert listed_ids == {b for b in readable if named is None or owner[b] == named}
