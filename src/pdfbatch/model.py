@@ -180,7 +180,7 @@ class FileTask:
             index = int(body["index"])  # type: ignore[call-overload]
             key = str(body["key"])
             bucket = str(body["bucket"])
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:  # Overflow: JSON's Infinity
             raise InvalidInput("malformed work message") from exc
         if not is_batch_id(batch_id) or index < 0:
             raise InvalidInput("malformed work message")
@@ -192,7 +192,7 @@ class FileTask:
         is not JSON or not a work message."""
         try:
             data = json.loads(body or "")
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, RecursionError) as exc:  # RecursionError: nesting past the stack
             raise InvalidInput("malformed work message") from exc
         if not isinstance(data, dict):
             raise InvalidInput("malformed work message")
