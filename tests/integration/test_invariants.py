@@ -40,7 +40,7 @@ def test_a_run_on_mysql_and_redis_holds_every_invariant_until_a_counter_drifts(d
         | {digest["stranger.pdf"]: None},
         [ExpectedUpload(key, tuple(digest.items()))],
     )
-    sources = Sources.from_deps(deps, objects)
+    sources = Sources.from_deps(deps, objects, settle_period=60.0)  # announced at once: never overdue
     # WHEN it is checked
     clean = check(sources, [report.batch_id], oracle)
     # THEN every invariant held, but the two this run gives no input for: no callback log, and a bucket

@@ -89,8 +89,11 @@ def keys(deps: Deps, prefix: str) -> list[str]:
     return S3Keys(deps.store.client).list_keys(BUCKET, prefix)  # type: ignore[attr-defined]
 
 
+PERIOD = 60.0  # the settle schedule's (SettleSchedule's default)
+
+
 def verify(deps: Deps, run: Run, oracle: Oracle | None = None) -> Report:
-    sources = Sources.from_deps(deps, S3Keys(deps.store.client), own_uploads=True)  # type: ignore[attr-defined]
+    sources = Sources.from_deps(deps, S3Keys(deps.store.client), own_uploads=True, settle_period=PERIOD)  # type: ignore[attr-defined]
     return check(sources, [run.batch_id], oracle if oracle is not None else run.oracle)
 
 
@@ -488,3 +491,61 @@ def test_without_a_callback_log_callbacks_recorded_is_not_checked(deps: Deps) ->
     run = run_batch(deps)
     report = verify(replace(deps, callbacks=None), run)
     assert report.ok and report.result("callbacks_recorded").held is None
+
+
+def test_a_due_batch_no_settle_run_reached_for_two_periods_is_reported(deps: Deps, clock: Any) -> None:
+    from pdfbatch.services import batches, settle
+
+    # GIVEN a finished run, and a POST /batches batch nobody uploaded to
+    run = run_batch(deps)
+    pending = batches.create_batch(deps)["batchId"]
+    sources = Sources.from_deps(deps, S3Keys(deps.store.client), settle_period=PERIOD)  # type: ignore[attr-defined]
+    ids = [run.batch_id, pending]
+    # WHEN its link and grace are over (it is due now), and less than two periods pass without a run
+    due = deps.ledger.get_batch(pending).settle_at  # type: ignore[union-attr]
+    clock.advance(due - clock() + 2 * PERIOD - 1)
+    # THEN it is not overdue yet: settle has two periods to reach it
+    assert check(sources, ids).result("settled_in_time").held is True
+    # WHEN two periods have passed and no run reached it
+    clock.advance(2)
+    report = check(sources, ids)
+    # THEN it is reported, by id and how long it has been due
+    result = report.result("settled_in_time")
+    assert result.held is False and result.checked == 2, report.lines()
+    assert result.examples == [
+        {
+            "batchId": pending,
+            "status": "PENDING",
+            "dueSecondsAgo": 121,
+            "problem": "due and not settled within two schedule periods",
+        }
+    ]
+    # WHEN a settle run comes THEN the batch ends upload_expired, is announced, and the rule holds
+    assert settle.settle(deps).expired == [pending]
+    report = check(sources, ids)
+    assert report.result("settled_in_time").held is True, report.lines()
+    assert report.ok, report.lines()
+
+
+def test_a_running_batch_settle_puts_off_is_not_overdue(deps: Deps, clock: Any) -> None:
+    from pdfbatch.services import settle
+
+    # GIVEN a batch unpacked whose files nobody processed yet: due at once, and settle can do nothing
+    report = staging.stage_zip(deps, upload(deps, make_zip([("a.pdf", resume("Ada", "ada@example.com"))])))
+    sources = Sources.from_deps(deps, S3Keys(deps.store.client), settle_period=PERIOD)  # type: ignore[attr-defined]
+    # WHEN every period a settle run looks at it, for ten periods
+    for _ in range(10):
+        clock.advance(PERIOD)
+        assert settle.settle(deps).checked == 1
+    # THEN it is still running, and never overdue: each run put it off to the next
+    got = check(sources, [report.batch_id])
+    assert got.result("settled_in_time").held is True, got.lines()
+    # WHEN the runs stop (a dead schedule) for two periods and a second THEN it is overdue
+    clock.advance(3 * PERIOD + 1)
+    assert check(sources, [report.batch_id]).result("settled_in_time").held is False
+
+
+def test_without_a_settle_period_settled_in_time_is_not_checked(deps: Deps) -> None:
+    run = run_batch(deps)
+    report = check(Sources.from_deps(deps, S3Keys(deps.store.client)), [run.batch_id], run.oracle)  # type: ignore[attr-defined]
+    assert report.result("settled_in_time").held is None

@@ -395,7 +395,10 @@ def test_the_status_function_settles_on_a_schedule_every_minute_by_default(templ
     ((fn, props),) = events(template, "Schedule")
     assert fn == "StatusFunction"
     assert props["Schedule"] == {"Ref": "SettleSchedule"}
-    assert template["Parameters"]["SettleSchedule"]["Default"] == "rate(1 minute)"
+    from pdfbatch.services import settle
+
+    assert template["Parameters"]["SettleSchedule"]["Default"] == settle.DEFAULT_SCHEDULE == "rate(1 minute)"
+    assert settle.schedule_seconds(settle.DEFAULT_SCHEDULE) == 60.0  # settled_in_time's period
 
 
 def test_functions_get_every_variable_they_need(template: dict[str, Any]) -> None:

@@ -344,6 +344,14 @@ def add_check(sub: Any) -> None:
     )
     p.add_argument("batch_ids", nargs="+", metavar="BATCH")
     p.add_argument("--oracle", help="JSON file: which user each PDF names, what each upload held")
+    p.add_argument(
+        "--settle-period",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="the stack's SettleSchedule period (default 60, the template's rate(1 minute)): a batch due "
+        "for settle twice that long ago and not settled is broken; 0 does not check it",
+    )
     p.add_argument("--json", action="store_true", help="the report as JSON on stdout")
     p.set_defaults(func=check_cmd)
 
@@ -365,7 +373,8 @@ def check_cmd(args: argparse.Namespace) -> int:
         raise CliError(f"cannot read the oracle {args.oracle}: {exc}", EXIT_USAGE) from exc
     deps, _ = ops_deps()
     with _service_errors():
-        sources = Sources.from_deps(deps, S3Keys(boto3_client("s3", deps.settings)))
+        period = args.settle_period if args.settle_period > 0 else None
+        sources = Sources.from_deps(deps, S3Keys(boto3_client("s3", deps.settings)), settle_period=period)
         report = check(sources, args.batch_ids, oracle)
     if args.json:
         print(json.dumps(report.as_dict(), indent=2, sort_keys=True))

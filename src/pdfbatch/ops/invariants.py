@@ -48,6 +48,7 @@ from pdfbatch.ports import (
     every_file,
 )
 from pdfbatch.services.batches import UPLOAD_KEY_RE
+from pdfbatch.services.settle import SETTLE_WINDOW_SECONDS
 from pdfbatch.tenants import drop_tenant, valid_tenant
 
 MAX_EXAMPLES = 10
@@ -122,6 +123,12 @@ RULES: tuple[tuple[str, str], ...] = (
         "every callback attempt that started has a recorded outcome (an HTTP status or an error such as "
         "timeout), once it is older than any attempt can run (needs the callback log)",
     ),
+    (
+        "settled_in_time",
+        "every due batch is settled within two schedule periods: none in settle's window is left unannounced "
+        "with its settle_at more than two periods past (each run ends, completes or announces a due batch, "
+        "or puts it off to a later time; needs the schedule's period)",
+    ),
 )
 # An attempt started less than this long ago may still be running (deliver_callbacks' timeout, 30 s).
 CALLBACK_SETTLE_SECONDS = 60.0
@@ -169,9 +176,14 @@ class Sources:
     # The bucket's uploads/ holds this run's uploads alone (the soak empties it first): every object
     # there must then have a batch in this ledger (drops_recorded). A shared bucket: not checked.
     own_uploads: bool = False
+    # How often the settle schedule runs (SettleSchedule, settle.schedule_seconds); None: settled_in_time
+    # not checked (no schedule runs where the evidence comes from, as in unit and integration tests).
+    settle_period: float | None = None
 
     @classmethod
-    def from_deps(cls, deps: Any, objects: ObjectIndex, *, own_uploads: bool = False) -> Sources:
+    def from_deps(
+        cls, deps: Any, objects: ObjectIndex, *, own_uploads: bool = False, settle_period: float | None = None
+    ) -> Sources:
         """The sources of a pipeline's Deps (services.deps.Deps), plus a way to list keys."""
         return cls(
             ledger=deps.ledger,
@@ -184,6 +196,7 @@ class Sources:
             callbacks=getattr(deps, "callbacks", None),
             clock=getattr(deps, "clock", time.time),
             own_uploads=own_uploads,
+            settle_period=settle_period,
         )
 
 
@@ -334,6 +347,7 @@ class Evidence:
     # every key under uploads/ -> how many batches `find` lists for it (None: not read, no oracle given)
     drops: dict[str, int] | None = None
     read_at: float = 0.0  # when the evidence was read (callback attempts younger may still be running)
+    settle_period: float | None = None  # Sources.settle_period
 
 
 def _files(ledger: Ledger, batch_id: str) -> list[FileRow]:
@@ -400,7 +414,15 @@ def gather(
             for k in sources.objects.list_keys(sources.bucket, "uploads/")
         }
     return Evidence(
-        batches, urls, shas, sources.pdf_url, sources.pdf_url("pdfs/"), link_owners, drops, sources.clock()
+        batches,
+        urls,
+        shas,
+        sources.pdf_url,
+        sources.pdf_url("pdfs/"),
+        link_owners,
+        drops,
+        sources.clock(),
+        sources.settle_period,
     )
 
 
@@ -775,6 +797,29 @@ def callbacks_recorded(ev: Evidence, r: Result) -> None:
         r.note = f"attempts started in the last {CALLBACK_SETTLE_SECONDS:.0f} s, maybe running: {running}"
 
 
+def settled_in_time(ev: Evidence, r: Result) -> None:
+    """No batch settle reads is overdue: a run settles each due batch or moves its settle_at on
+    (services/settle.py), so one still due two periods later was never reached (starved, or no schedule)."""
+    if ev.settle_period is None:
+        r.held, r.note = None, "no settle schedule period given"
+        return
+    overdue_after = 2 * ev.settle_period
+    for b in ev.batches.values():
+        if b.row is None or b.row.created_at <= ev.read_at - SETTLE_WINDOW_SECONDS:
+            continue  # older ones are settle's no more: announced when read
+        r.checked += 1
+        if b.row.announced_at is not None:
+            continue  # nothing left for settle to do
+        due = b.row.settle_at if b.row.settle_at is not None else b.row.created_at
+        if ev.read_at - due > overdue_after:
+            r.fail(
+                batchId=b.batch_id,
+                status=b.row.status,
+                dueSecondsAgo=round(ev.read_at - due),
+                problem="due and not settled within two schedule periods",
+            )
+
+
 def check(sources: Sources, batch_ids: Iterable[str], oracle: Oracle | None = None) -> Report:
     """Gather the evidence of ``batch_ids`` and evaluate every invariant over it."""
     ev = gather(sources, batch_ids, oracle)
@@ -799,4 +844,5 @@ def evaluate(ev: Evidence, oracle: Oracle | None = None) -> Report:
     evidence_stored(ev, results["evidence_stored"])
     owners_match_origin(ev, results["owners_match_origin"])
     callbacks_recorded(ev, results["callbacks_recorded"])
+    settled_in_time(ev, results["settled_in_time"])
     return Report(list(ev.batches), list(results.values()))

@@ -48,6 +48,20 @@ LIMIT = 500  # one page of due batches
 RECHECK_SECONDS = 60.0  # a batch not settled yet (still running, claim held, failed) is due again then
 # The status function has 10 s; a run stops reading pages after this and the next run goes on.
 RUN_BUDGET_SECONDS = 6.0
+DEFAULT_SCHEDULE = "rate(1 minute)"  # the template's SettleSchedule default
+_UNITS = {"minute": 60.0, "minutes": 60.0, "hour": 3600.0, "hours": 3600.0, "day": 86_400.0, "days": 86_400.0}
+
+
+def schedule_seconds(schedule: str) -> float | None:
+    """The period of a SettleSchedule ``rate(N unit)`` expression in seconds; None for a cron expression
+    (no one period) or anything else. The invariant checker's settled_in_time allows two of them."""
+    inner = schedule.strip().removeprefix("rate(").removesuffix(")")
+    if inner == schedule.strip():
+        return None
+    number, _, unit = inner.strip().partition(" ")
+    if not number.isdigit() or unit.strip() not in _UNITS:
+        return None
+    return int(number) * _UNITS[unit.strip()]
 
 
 @dataclass
