@@ -1,7 +1,10 @@
 """The chaos soak's short variant (tests/soak, `make soak` for the full one) on the suite's LocalStack.
 
 About 200 PDFs and a few of each fault: worker kills, MySQL and Redis connections cut and refused through
-the proxy, duplicate notifications and messages, a ZIP dropped twice, a presigned POST used twice. Its own
+the proxy, duplicate notifications and messages, a ZIP dropped twice, a presigned POST used twice, a `.Zip`
+and a non-ZIP dropped, a tenant's flood of empty batches past its limit (429 with Retry-After), and, once
+the connection faults are over, two trickling and one silent callback receiver beside an honest tenant's,
+whose callbacks must arrive within soak.run.HONEST_CALLBACK_SECONDS (about 10 s more per seed). Its own
 stack (`pdfbatch-e2e-chaos`), database and proxy. It replays soak.seeds.CI_SEEDS (seeds that found holes),
 one run each, unless PDFBATCH_SOAK_SEED names the one seed to run; a failure prints the replay command.
 Fresh seeds are `make soak`'s; docs/TESTING.md says how a failing seed becomes a generator test.

@@ -14,6 +14,15 @@ Kinds:
 - ``dup_messages``: send copies of ``value`` work messages of already staged entries.
 - ``drop`` / ``drop_again``: put the same ZIP into uploads/ twice (the AWS CLI way).
 - ``reused_post`` / ``reused_again``: upload through a presigned POST, then post another ZIP through it.
+- ``odd_drops``: put a ZIP under a name the notification rules once missed (``.Zip``) and an object that
+  is no ZIP at all into uploads/ (issue 24, case 5: each must get a batch, the second FAILED).
+- ``flood``: a third tenant POSTs /batches without uploading, up to its limit of waiting batches and
+  ``value`` more: those must be 429 with Retry-After (issue 24, case 3).
+- ``slow_receiver`` / ``silent_receiver``: a batch of the second tenant whose callback receiver sends its
+  answer a byte every 2 s, or never answers; ``honest_callback``: a batch of the honest tenant, whose
+  callback must arrive within the soak's bound of its batch ending (issue 24, case 2). These three come
+  after every connection fault is over (``quiet``), so that what an honest callback waits for is the
+  other receivers and the flood, never an outage of MySQL or Redis.
 """
 
 from __future__ import annotations
@@ -60,6 +69,8 @@ class Profile:
     outage: tuple[float, float]  # refuse_* lasts this long (uniform)
     slow: tuple[float, float]  # slow_* lasts this long
     copies: int  # messages per dup_messages
+    receivers: tuple[int, int, int] = (0, 0, 0)  # batches whose receiver trickles, is silent, is honest
+    flood_beyond: int = 0  # POST /batches past the limit of waiting batches (0: no flood)
 
 
 PROFILES = {
@@ -80,6 +91,8 @@ PROFILES = {
         outage=(1.0, 4.0),
         slow=(3.0, 8.0),
         copies=10,
+        receivers=(4, 2, 3),
+        flood_beyond=5,
     ),
     "short": Profile(
         window=35.0,
@@ -96,6 +109,8 @@ PROFILES = {
         outage=(1.0, 2.0),
         slow=(2.0, 4.0),
         copies=5,
+        receivers=(2, 1, 2),
+        flood_beyond=3,
     ),
 }
 
@@ -130,7 +145,31 @@ def plan(seed: int, profile: Profile) -> list[Fault]:
         Fault(round(reused, 2), "reused_post"),
         Fault(round(reused + rng.uniform(0.3, w * 0.2), 2), "reused_again"),
     ]
+    if profile.flood_beyond:
+        faults.append(Fault(round(rng.uniform(0, w * 0.3), 2), "flood", profile.flood_beyond))
+        faults.append(Fault(round(rng.uniform(0, w * 0.5), 2), "odd_drops"))
+    faults += receiver_faults(rng, profile, quiet(faults, w))
     return sorted(faults, key=lambda f: (f.at, f.kind))
+
+
+# The connection faults whose value is how long they last.
+TIMED = ("refuse_mysql", "refuse_redis", "slow_mysql", "slow_redis")
+
+
+def quiet(faults: list[Fault], window: float) -> float:
+    """When the last connection fault is over (the window's end at the earliest), plus 2 s."""
+    ends = [f.at + f.value for f in faults if f.kind in TIMED]
+    return round(max([window, *ends]) + 2.0, 2)
+
+
+def receiver_faults(rng: random.Random, profile: Profile, at: float) -> list[Fault]:
+    """The slow and silent receivers' batches first (their deliveries queued), the honest ones among and
+    after them, within a few seconds."""
+    trickle, silent, honest = profile.receivers
+    out = [Fault(round(at + rng.uniform(0, 1.0), 2), "slow_receiver") for _ in range(trickle)]
+    out += [Fault(round(at + rng.uniform(0, 1.0), 2), "silent_receiver") for _ in range(silent)]
+    out += [Fault(round(at + 0.5 + rng.uniform(0, 3.0), 2), "honest_callback") for _ in range(honest)]
+    return out
 
 
 # --- function processes ----------------------------------------------------------------------------------
@@ -186,6 +225,19 @@ class Targets:
     reused_zips: tuple[tuple[bytes, list[tuple[str, bytes]]], tuple[bytes, list[tuple[str, bytes]]]]
     post: Callable[[bytes], tuple[str, str]]  # upload a ZIP through a new presigned POST: (key, batch id)
     post_again: Callable[[bytes], bool]  # the same presigned POST, another ZIP: accepted?
+    # a tenant's small batch with a callback: (role "slow" / "silent" / "honest") -> (key, batch id, entries)
+    callback_batch: Callable[[str], tuple[str, str, list[tuple[str, bytes]]]] | None = None
+    flood: Callable[[int], Flood] | None = None  # the empty-batch flood, ``value`` past the limit
+    odd_zip: tuple[bytes, list[tuple[str, bytes]]] | None = None  # dropped as uploads/Soak-{seed}.Zip
+
+
+@dataclass
+class Flood:
+    """What the empty-batch flood got: the batches created, and each answer past the limit."""
+
+    created: list[str] = field(default_factory=list)
+    beyond: list[tuple[int | None, str | None]] = field(default_factory=list)  # (HTTP status, Retry-After)
+    errors: int = 0  # 5xx answers, tried again
 
 
 @dataclass
@@ -199,10 +251,13 @@ class Injector:
     skipped: Counter[str] = field(default_factory=Counter)
     uploads: list[Upload] = field(default_factory=list)
     reused_batch: str = ""
+    callback_batches: dict[str, str] = field(default_factory=dict)  # batch id -> receiver role
+    flooded: Flood | None = None
     errors: list[str] = field(default_factory=list)
     _rng: random.Random = field(init=False)
     _thread: threading.Thread | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
+    _side: list[threading.Thread] = field(default_factory=list)  # faults that run beside the plan (flood)
 
     def __post_init__(self) -> None:
         self._rng = random.Random(f"targets-{self.seed}")
@@ -216,7 +271,9 @@ class Injector:
         """Wait for the plan to end; True when it did."""
         assert self._thread is not None
         self._thread.join(timeout)
-        return not self._thread.is_alive()
+        for side in list(self._side):
+            side.join(0.0 if self._thread.is_alive() else timeout)
+        return not self._thread.is_alive() and not any(t.is_alive() for t in self._side)
 
     def stop(self) -> None:
         """Skip what is left of the plan."""
@@ -343,6 +400,57 @@ class Injector:
             return False  # refused by S3: nothing was uploaded, nothing is expected
         self.uploads.append(Upload(f"uploads/{self.reused_batch}.zip", entries, fault.at))
         return True
+
+    def odd_drops(self, fault: Fault) -> bool:
+        """A ZIP named ``.Zip`` and an object that is no ZIP, straight into uploads/."""
+        if self.targets.odd_zip is None:
+            return False
+        data, entries = self.targets.odd_zip
+        s3, bucket = self.targets.client("s3"), self.targets.stack_outputs["BucketName"]
+        s3.put_object(Bucket=bucket, Key=f"uploads/Soak-{self.seed}.Zip", Body=data)
+        self.uploads.append(Upload(f"uploads/Soak-{self.seed}.Zip", entries, fault.at))
+        s3.put_object(Bucket=bucket, Key=f"uploads/soak-{self.seed}-notes", Body=b"not a zip\n" * 10)
+        self.uploads.append(Upload(f"uploads/soak-{self.seed}-notes", [], fault.at))
+        return True
+
+    # --- tenants
+
+    def flood(self, fault: Fault) -> bool:
+        """The flooding tenant's POST /batches, never uploaded to, up to its limit and ``value`` more."""
+        flood = self.targets.flood
+        if flood is None:
+            return False
+
+        def run() -> None:  # beside the plan: its POSTs must not delay the faults after it
+            try:
+                self.flooded = flood(int(fault.value))
+            except Exception as exc:  # reported, never fatal
+                self.errors.append(f"flood at {fault.at}s: {type(exc).__name__}: {exc}"[:300])
+
+        side = threading.Thread(target=run, name="flood", daemon=True)
+        self._side.append(side)
+        side.start()
+        return True
+
+    def _callback_batch(self, role: str, fault: Fault) -> bool:
+        if self.targets.callback_batch is None:
+            return False
+        key, batch_id, entries = self.targets.callback_batch(role)
+        self.callback_batches[batch_id] = role
+        self.uploads.append(Upload(key, entries, fault.at))
+        return True
+
+    def slow_receiver(self, fault: Fault) -> bool:
+        """A batch whose callback receiver answers a byte every 2 s."""
+        return self._callback_batch("slow", fault)
+
+    def silent_receiver(self, fault: Fault) -> bool:
+        """A batch whose callback receiver never answers."""
+        return self._callback_batch("silent", fault)
+
+    def honest_callback(self, fault: Fault) -> bool:
+        """A batch of the honest tenant, whose receiver answers at once."""
+        return self._callback_batch("honest", fault)
 
 
 def s3_event(s3: Any, bucket: str, key: str) -> dict[str, Any]:

@@ -129,7 +129,9 @@ class ChaosProxy:
 
     async def _listen(self, up: _Upstream) -> None:
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            await self._serve(up, reader, writer)
+            # Cancelled by close()'s drain: the end of the run, not an error worth a traceback on stderr.
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._serve(up, reader, writer)
 
         up.server = await asyncio.start_server(handle, up.host, up.port, reuse_address=True)
         up.port = int(up.server.sockets[0].getsockname()[1])

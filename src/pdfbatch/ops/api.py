@@ -25,10 +25,17 @@ API_KEYS_DIR = "api-keys"  # under each port's .localstack/<port>/ in the checko
 class ApiError(Exception):
     """The API answered with an error, or could not be reached."""
 
-    def __init__(self, message: str, status: int | None = None, body: Any = None) -> None:
+    def __init__(
+        self, message: str, status: int | None = None, body: Any = None, headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.body = body
+        self.headers = headers or {}  # the answer's headers (Retry-After of a 429 or 503)
+
+    def header(self, name: str) -> str | None:
+        """One header of the answer, by name in any case."""
+        return next((v for k, v in self.headers.items() if k.lower() == name.lower()), None)
 
 
 @dataclass
@@ -76,7 +83,8 @@ class ApiClient:
             except ValueError:
                 body = raw.decode("utf-8", "replace")[:200]
             message = body.get("message") if isinstance(body, dict) else str(body)
-            raise ApiError(f"{method} {path}: HTTP {exc.code}: {message}", exc.code, body) from exc
+            headers = dict(exc.headers.items()) if exc.headers else {}
+            raise ApiError(f"{method} {path}: HTTP {exc.code}: {message}", exc.code, body, headers) from exc
         except (urllib.error.URLError, OSError) as exc:
             raise ApiError(f"the pdfbatch API at {self.base_url} is not reachable ({exc})") from exc
 
