@@ -238,6 +238,7 @@ class Soak:
         self.direct_mysql = f"mysql://root@{MYSQL[0]}:{MYSQL[1]}/{config.database}"
         self.direct_redis = f"redis://{REDIS[0]}:{REDIS[1]}/{config.redis_db}"
         self._clients: dict[str, Any] = {}
+        self._checker_deps: Any = None
         self.outputs: dict[str, str] = {}
         for name, value in {
             "AWS_ACCESS_KEY_ID": "test",
@@ -479,7 +480,7 @@ class Soak:
         """The pipeline's Deps over the stack's bucket, MySQL and Redis directly (built once)."""
         from pdfbatch.bootstrap import build_deps
 
-        if getattr(self, "_checker_deps", None) is None:
+        if self._checker_deps is None:
             settings = replace(
                 Settings.from_env(
                     {"PDFBATCH_MYSQL_URL": self.direct_mysql, "PDFBATCH_REDIS_URL": self.direct_redis}

@@ -393,6 +393,28 @@ def test_an_object_under_uploads_with_no_batch_is_reported_whatever_its_name(dep
     assert example == {"keyHash": hashlib.sha256(name.encode()).hexdigest()[:12], "problem": "no batch"}
 
 
+def test_every_object_under_uploads_with_its_batch_holds_whatever_its_name_or_bytes(deps: Deps) -> None:
+    # GIVEN a run, and drops the notification rules once missed, each notified: a ZIP named .Zip, one
+    # with no suffix, one with a trailing space, and a text file (issue 24, case 5)
+    run = run_batch(deps)
+    zipped = make_zip([("a.pdf", resume("Ada", "ada@example.com"))])
+    drops = {
+        "uploads/Batch.Zip": zipped,
+        "uploads/batch": zipped,
+        "uploads/batch.zip ": zipped,
+        "uploads/x.txt": b"not a zip",
+    }
+    made = [staging.stage_zip(deps, upload(deps, data, key=key)).batch_id for key, data in drops.items()]
+    drain(deps)
+    # WHEN the run is checked
+    report = verify(deps, run)
+    # THEN every key under uploads/ was looked at, the first run's too, and each has its batch
+    result = report.result("drops_recorded")
+    assert result.held is True and result.checked == 5, report.lines()
+    # AND the text file's batch is FAILED with a reason that says what it is
+    assert deps.ledger.get_batch(made[-1]).reason == "not_a_zip"  # type: ignore[union-attr]
+
+
 def test_a_batch_holding_another_uploads_contents_is_reported(deps: Deps) -> None:
     run = run_batch(deps)
     (only,) = run.oracle.uploads
