@@ -26,7 +26,7 @@ from pdfbatch.errors import PdfTimeout
 from pdfbatch.matching import Decision, MatchPolicy, R, Readings, Unread, decide, normalise
 from pdfbatch.model import Reason
 from pdfbatch.pdf.pages import _Document, _Page
-from pdfbatch.pdf.pixels import Check, Seen, confusable
+from pdfbatch.pdf.pixels import Check, Seen, alike
 from pdfbatch.pdf.reader import _Remote, confirmed
 from pdfbatch.pdf.structure import PdfInfo
 
@@ -200,8 +200,7 @@ def _as_counted(
         if check.seen is Seen.LIKE:
             if check.read:
                 spent += _look_up([check.read], lookup, rows, users, looked_up, clock)
-            loose = confusable(check.email)
-            twins = {normalise(r.email) for r in rows if confusable(r.email) == loose} - {check.email}
+            twins = {normalise(r.email) for r in rows if alike(r.email, check.email)} - {check.email}
             said[check.email] = Unread(check.email) if twins else check.email
             for twin in sorted(twins):  # the other user's address, as a person may read it too
                 said.setdefault(twin, Unread(twin))
