@@ -166,7 +166,11 @@ def _draw(
     elif form == "obfuscated":
         runs = [layouts.line(50, y, "Email: " + _obfuscate(email))]
     elif form == "column":  # the right column of a two-column layout, on the left column's baseline
-        runs = [layouts.line(50, y, "2019-2024 platform lead"), layouts.line(300, y, "Email " + email)]
+        # (within the page: a column is never set past the page's edge, where nobody sees its end)
+        left, right = "2019-2024 platform lead", "Email " + email
+        x = max(min(300.0, 545 - layouts.width(right)), 62 + layouts.width(left))
+        size = min(11.0, 11.0 * (545 - x) / layouts.width(right))
+        runs = [layouts.line(50, y, left), layouts.line(x, y, right, size)]
     else:
         runs = []
         fields.append(layouts.Field(50, y - 4, email, hidden=placement.hidden == "field_hidden"))
