@@ -104,8 +104,9 @@ def _wrapped_lines(email: str, share: float) -> list[str]:
     never narrower than two of the widest glyphs, as no layout makes one).
 
     Never right after a complete domain when more labels follow (``jane@sd.wf`` / ``tkge.info``): a
-    reader cannot tell that from an address ending its line above a web address, and the rule reads
-    the two words (test_pdf_rule.py pins that trade-off down); every other break point is drawn.
+    reader cannot tell that from an address ending its line above a domain, so the rule reads both
+    ways and links nobody (``ambiguous_wrap``, test_pdf_rule.py pins it), which this oracle does not
+    model; every other break point is drawn.
     """
     at = max(1, min(len(email) - 1, round(share * len(email))))
     while True:
