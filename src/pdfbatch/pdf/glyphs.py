@@ -15,16 +15,20 @@ glyphs are (their loose boxes, in page space) around every "@":
   local-part side a head ending in ``. _ + -`` goes on, however early its line ended (``Email:
   firstname.`` / ``lastname@domain``: the tail alone is no reading, since TeX's ``\\url`` and others
   break after a dot); otherwise a line that ends early ends its word ("Email" / "jane@..."), a full
-  line holding nothing but the head is joined (a word too long for it), a word of letters after other
-  words is a word wrap ("please write to" / "jane@..."), and any other head on a full line is joined
-  (``oscar.w`` / ``u@...``). On the domain side an unfinished domain ending in a dot is joined
-  (``maria@gmail.`` / ``com``); a full stop after a complete domain ends it (``Reach me at
+  line holding nothing but the head is joined (a word too long for it), and so is a head on a full
+  line after other words or glued to a "(" (``Email: a`` / ``0.a@...`` as ``word-break: break-all``
+  breaks, ``(a00`` / ``0.a@...``), unless it is a word: capitalised or in capitals, a number, a lead
+  word ("please write to" / "jane@..."), or letters ending the widest line of a block that is not
+  filled to one edge ("... our team" / "jane@..."). On the domain side an unfinished domain ending in a
+  dot is joined (``maria@gmail.`` / ``com``); a full stop after a complete domain ends it (``Reach me at
   oscar.wu@example.org.`` / "I look forward"), unless the line is full and the next starts with one
   lower-case label that is a real top-level domain (``...@mail.co.`` / ``uk``): EITHER. An
   unfinished domain on a full line is joined (``gma`` / ``il.com``); a complete one (``gmail.co`` /
   ``m``) only when the joined last label is a real top-level domain (``com``), never to a word of the
-  next line (``gmail.com`` / ``Phone``); a lower-case next line that goes on as a domain after a
-  label that is a TLD itself (``mail.co`` / ``m.au``, ``cs.ac`` / ``-bonn.de``): EITHER. An EITHER
+  next line (``gmail.com`` / ``Phone``); a next line in lower case or digits that goes on as a domain
+  to a real TLD (or fills its line) after a label that is a TLD itself (``mail.co`` / ``m.au``,
+  ``sd.wf`` / ``tkge.info``, ``x.ar`` / ``0.com.``, ``cs.ac`` / ``-bonn.de``): EITHER, unless it is a
+  web address (``www.``, a ``/`` path) or holds an "@" of its own. An EITHER
   break gives the occurrence ``readings`` (what each combination names), which pdfbatch.matching
   decides over. The head or tail fragment of a re-joined address is never a candidate on its own.
 - Full lines. A line is full when what could not have been split from the next line's first glyph
@@ -394,7 +398,7 @@ class _Reader:
         # it ("(a00" / "0.a@..."), holds more than letters ("at mgc-vh8" / "0yf@..."), or ends a line
         # filled to its block's edge like the lines beside it ("Email: a" / "0.a@...": a layout that
         # breaks anywhere, CSS word-break: break-all, filled it there): the tail alone is no reading.
-        # A word of letters ending the widest line of its block is a word ("... Paris" / "jane@..."):
+        # A word of letters ending the widest line of its block is a word ("... our team" / "jane@..."):
         # there, that the next glyph would not have fitted says nothing about where the layout broke.
         glued = not self.text[head_start - 1].isspace()
         if glued or not word.isalpha() or bottom_line is None or self._filled(top_line, bottom_line):
