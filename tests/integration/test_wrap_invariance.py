@@ -85,7 +85,7 @@ def letters(draw: st.DrawFn) -> Letter:
     after = f"{punctuation} {next_word} {rest}".rstrip()
     decoys = _decoys(owner, before, punctuation, next_word)
     chosen = [d for d in decoys if draw(st.booleans())]
-    return Letter(owner, before, after, (owner, *chosen))
+    return Letter(owner, before, after, tuple(dict.fromkeys([owner, *_pieces(owner), *chosen])))
 
 
 def _decoys(owner: str, before: str, punctuation: str, next_word: str) -> list[str]:
@@ -101,6 +101,19 @@ def _decoys(owner: str, before: str, punctuation: str, next_word: str) -> list[s
     if punctuation == "." and next_word.isalpha():
         out.append(f"{owner}.{next_word.lower()}")
     return [d for d in dict.fromkeys(out) if d != owner]
+
+
+def _pieces(owner: str) -> list[str]:
+    """Every head and every tail of the address at any break a layout may make (after any character,
+    as ``word-break: break-all`` breaks), where that piece is an address itself: all of them are users,
+    so whichever reading a break is given, a wrong one names somebody."""
+    out = []
+    for position in range(1, len(owner)):
+        for piece in (owner[:position], owner[position:]):
+            local, at, domain = piece.partition("@")
+            if at and local and domain.strip(".") and piece != owner:
+                out.append(piece)
+    return out
 
 
 @dataclass(frozen=True)

@@ -104,8 +104,9 @@ def _wrapped_lines(email: str, share: float) -> list[str]:
     never narrower than two of the widest glyphs, as no layout makes one).
 
     Never right after a complete domain when more labels follow (``jane@sd.wf`` / ``tkge.info``): a
-    reader cannot tell that from an address ending its line above a web address, and the rule reads
-    the two words (test_pdf_rule.py pins that trade-off down); every other break point is drawn.
+    reader cannot tell that from an address ending its line above a domain, so the rule reads both
+    ways and links nobody (``ambiguous_wrap``, test_pdf_rule.py pins it), which this oracle does not
+    model; every other break point is drawn.
     """
     at = max(1, min(len(email) - 1, round(share * len(email))))
     while True:
@@ -166,7 +167,11 @@ def _draw(
     elif form == "obfuscated":
         runs = [layouts.line(50, y, "Email: " + _obfuscate(email))]
     elif form == "column":  # the right column of a two-column layout, on the left column's baseline
-        runs = [layouts.line(50, y, "2019-2024 platform lead"), layouts.line(300, y, "Email " + email)]
+        # (within the page: a column is never set past the page's edge, where nobody sees its end)
+        left, right = "2019-2024 platform lead", "Email " + email
+        x = max(min(300.0, 545 - layouts.width(right)), 62 + layouts.width(left))
+        size = min(11.0, 11.0 * (545 - x) / layouts.width(right))
+        runs = [layouts.line(50, y, left), layouts.line(x, y, right, size)]
     else:
         runs = []
         fields.append(layouts.Field(50, y - 4, email, hidden=placement.hidden == "field_hidden"))

@@ -147,15 +147,33 @@ def test_an_address_ending_a_line_is_not_joined_to_the_next_line() -> None:
         assert linked(data, "maria.lopez@gmail.com") == "maria.lopez@gmail.com", following
 
 
-def test_a_complete_domain_ending_a_full_line_is_not_joined_to_a_dotted_next_line() -> None:
-    # GIVEN a box that breaks "jane@sd.wftkge.info" right after "sd.wf" (a real TLD, .wf), which looks
-    # exactly like a contact block: an address ending its line, a web address on the next
-    wrapped = layouts.resume(layouts.line(50, 650, "jane@sd.wf"), layouts.line(50, 636.8, "tkge.info"))
-    block = layouts.resume(layouts.line(50, 650, "jane@gmail.com"), layouts.line(50, 636.8, "www.jane.info"))
-    # WHEN scanned  THEN both read as an address and a separate word: the trade-off the rule documents
-    # (joining would lose every contact block whose address line is its widest)
-    assert linked(wrapped, "jane@sd.wf", "jane@sd.wftkge.info") == "jane@sd.wf"
-    assert linked(block, "jane@gmail.com", "jane@gmail.comwww.jane.info") == "jane@gmail.com"
+@pytest.mark.parametrize(
+    ("head", "tail", "whole"),
+    [
+        ("jane@sd.wf", "tkge.info", "jane@sd.wftkge.info"),  # .wf is a TLD: a domain broken after it
+        ("Reach me at jane@x.ar", "0.com.", "jane@x.ar0.com"),  # digits, and a sentence's full stop
+    ],
+)
+def test_a_complete_domain_ending_a_full_line_above_more_labels_links_nobody(
+    head: str, tail: str, whole: str
+) -> None:
+    # GIVEN a full line ending in a complete domain, the next line going on in lower case or digits to
+    # a real TLD: a layout breaking "jane@sd.wftkge.info" after "sd.wf" draws exactly this (the wrap
+    # invariance property, every head and tail a user, found both shapes linking the head)
+    data = layouts.resume(layouts.line(50, 650, head), layouts.line(50, 636.8, tail))
+    # WHEN scanned with either reading a user, or both  THEN nobody, and the reason says why
+    separate = head.rsplit(" ", 1)[-1]
+    for users in ([separate], [separate, whole], [whole]):
+        result = scanned(data, *users)
+        assert (result.reason, result.match) == (Reason.AMBIGUOUS_WRAP, None), users
+
+
+@pytest.mark.parametrize("web", ["www.jane.info", "linkedin.com/in/jane"])
+def test_an_address_ending_a_full_line_above_a_web_address_is_read(web: str) -> None:
+    # GIVEN a contact block whose widest line is the address, a web address below it
+    data = layouts.resume(layouts.line(50, 650, "jane@gmail.com"), layouts.line(50, 636.8, web))
+    # THEN the address: no domain goes on with "www." or a path
+    assert linked(data, "jane@gmail.com", "jane@gmail.comwww.jane.info") == "jane@gmail.com"
 
 
 def test_a_label_on_the_line_above_an_address_is_not_part_of_it() -> None:
@@ -233,6 +251,53 @@ def test_the_tail_of_a_head_in_a_narrow_sidebar_is_never_linked() -> None:
         linked(data, "lastname@domain.com", "firstname.lastname@domain.com")
         == "firstname.lastname@domain.com"
     )
+
+
+@pytest.mark.parametrize(
+    ("head", "tail"),
+    [
+        ("Email: a", "0.a@example.com"),  # after words (CSS word-break: break-all)
+        ("at mgc-vhzhh8", "0yf.vswx429@example.com"),
+        ("(a00", "0.a@example.com"),  # glued to an opening parenthesis (fpdf2 in a 30 pt cell)
+    ],
+)
+def test_a_head_that_fills_its_line_after_other_words_never_leaves_its_tail_alone(
+    head: str, tail: str
+) -> None:
+    # GIVEN a layout that breaks anywhere: the head's line is full (the tail's first glyph and the
+    # full stop after it would not have fitted), the tail below broken as many glyphs as fit
+    box = layouts.width(head) + 2
+    assert layouts.width(head + tail[:2]) > box
+    data = layouts.resume(layouts.line(50, 650, head), *layouts.wrap(50, 636.8, tail, box))
+    whole = head.rsplit(" ", 1)[-1].lstrip("(") + tail
+    # WHEN scanned with the tail a user  THEN nobody: the head could start the address
+    assert linked(data, tail) is None
+    # AND with the whole address a user too: the whole
+    assert linked(data, tail, whole) == whole
+
+
+@pytest.mark.parametrize(
+    "head",
+    ["I look forward to it; please write to", "Mobile: +1 555 0100 0100", "Contact me any time by E-mail"],
+)
+def test_a_word_filling_its_line_before_an_address_ends_its_line(head: str) -> None:
+    # GIVEN a full line ending in a word, a number or a label, the address below (justified text)
+    data = layouts.resume(
+        layouts.line(50, 650, head), layouts.line(50, 636.8, "jane@example.com"), layouts.line(50, 623.6, "x")
+    )
+    assert layouts.width(head) > layouts.width("jane@example.com")
+    # THEN the address alone: a word is no head of an address
+    assert linked(data, "jane@example.com") == "jane@example.com"
+
+
+def test_a_domain_broken_before_a_hyphen_that_ended_a_line_links_nobody() -> None:
+    # GIVEN Chromium's hyphens: auto breaking "c@z.su.xvj-b7u.io" as "c@z.su." / "xvj-" / "b7u.io:"
+    # (pdfium reads the hyphen ending a line as U+FFFE and joins the lines itself)
+    lines = ["c@z.su.", "xvj-", "b7u.io: to"]
+    data = layouts.resume(*(layouts.line(50, 650 - 13.2 * i, t) for i, t in enumerate(lines)))
+    # THEN the head whose last label is a TLD (.su) is never linked
+    assert linked(data, "c@z.su") is None
+    assert scanned(data, "c@z.su", "c@z.su.xvj-b7u.io").reason == Reason.AMBIGUOUS_WRAP
 
 
 def _across_columns(address: str, box: float, foot: int) -> bytes:

@@ -15,16 +15,20 @@ glyphs are (their loose boxes, in page space) around every "@":
   local-part side a head ending in ``. _ + -`` goes on, however early its line ended (``Email:
   firstname.`` / ``lastname@domain``: the tail alone is no reading, since TeX's ``\\url`` and others
   break after a dot); otherwise a line that ends early ends its word ("Email" / "jane@..."), a full
-  line holding nothing but the head is joined (a word too long for it), a word of letters after other
-  words is a word wrap ("please write to" / "jane@..."), and any other head on a full line is joined
-  (``oscar.w`` / ``u@...``). On the domain side an unfinished domain ending in a dot is joined
-  (``maria@gmail.`` / ``com``); a full stop after a complete domain ends it (``Reach me at
+  line holding nothing but the head is joined (a word too long for it), and so is a head on a full
+  line after other words or glued to a "(" (``Email: a`` / ``0.a@...`` as ``word-break: break-all``
+  breaks, ``(a00`` / ``0.a@...``), unless it is a word: capitalised or in capitals, a number, a lead
+  word ("please write to" / "jane@..."), or letters ending the widest line of a block that is not
+  filled to one edge ("... our team" / "jane@..."). On the domain side an unfinished domain ending in a
+  dot is joined (``maria@gmail.`` / ``com``); a full stop after a complete domain ends it (``Reach me at
   oscar.wu@example.org.`` / "I look forward"), unless the line is full and the next starts with one
   lower-case label that is a real top-level domain (``...@mail.co.`` / ``uk``): EITHER. An
   unfinished domain on a full line is joined (``gma`` / ``il.com``); a complete one (``gmail.co`` /
   ``m``) only when the joined last label is a real top-level domain (``com``), never to a word of the
-  next line (``gmail.com`` / ``Phone``); a lower-case next line that goes on as a domain after a
-  label that is a TLD itself (``mail.co`` / ``m.au``, ``cs.ac`` / ``-bonn.de``): EITHER. An EITHER
+  next line (``gmail.com`` / ``Phone``); a next line in lower case or digits that goes on as a domain
+  to a real TLD (or fills its line) after a label that is a TLD itself (``mail.co`` / ``m.au``,
+  ``sd.wf`` / ``tkge.info``, ``x.ar`` / ``0.com.``, ``cs.ac`` / ``-bonn.de``): EITHER, unless it is a
+  web address (``www.``, a ``/`` path) or holds an "@" of its own. An EITHER
   break gives the occurrence ``readings`` (what each combination names), which pdfbatch.matching
   decides over. The head or tail fragment of a re-joined address is never a candidate on its own.
 - Full lines. A line is full when what could not have been split from the next line's first glyph
@@ -74,6 +78,11 @@ _TRACKING_RATIO = 1.6  # a generated space this much wider than the tracking is 
 _HYPHENS = "-\u2010\u2011\ufffe"
 _NO_LINE_START = ".,;:!?)]}"  # closing punctuation: a layout never starts a line with it (UAX #14)
 _CONTINUES = "._+"  # a local part's characters that no word ends with: a head ending in one goes on
+# The words that end a line before an address on it (a label, a preposition): on a full line after other
+# words, a head that is one of them, a capitalised word or a number is a word; any other head goes on.
+_LEAD_WORDS = frozenset(
+    "to at me us is on or and via by from email e-mail mail contact address write reach".split()
+)
 
 
 class Glyphs(Protocol):
@@ -332,12 +341,12 @@ class _Reader:
             # so the break is read as one inside a block, the top line's fullness measured in its own
             # column. Only the join is not established there: what would join is EITHER.
             full = self._full_in_column(top_line, before, after)
-            verdict = self._inside(at, read, before, after, top_line, full=full, step=step)
+            verdict = self._inside(at, read, before, after, (top_line, None), full=full, step=step)
             return _Break.EITHER if verdict is _Break.JOIN else verdict
         if self._paragraph_gap(top_line, bottom_line):
             return _Break.END
         full = self._full(top_line, bottom_line, before, after)
-        return self._inside(at, read, before, after, top_line, full=full, step=step)
+        return self._inside(at, read, before, after, (top_line, bottom_line), full=full, step=step)
 
     def _inside(
         self,
@@ -345,19 +354,23 @@ class _Reader:
         read: list[tuple[str, int | None]],
         before: int,
         after: int,
-        top_line: tuple[int, int],
+        lines: tuple[tuple[int, int], tuple[int, int] | None],
         *,
         full: bool,
         step: int,
     ) -> _Break:
-        """A line break that may fall inside the address (the two lines are one run of text)."""
+        """A line break that may fall inside the address (the two lines are one run of text; the
+        bottom one None at a column's foot)."""
         if self.text[before] in _HYPHENS:
             return _Break.JOIN
         if step < 0:
-            return self._local_wrap(before, after, top_line, full)
+            return self._local_wrap(before, after, lines, full)
         return self._domain_wrap(at, read, after, full)
 
-    def _local_wrap(self, before: int, after: int, top_line: tuple[int, int], full: bool) -> _Break:
+    def _local_wrap(
+        self, before: int, after: int, lines: tuple[tuple[int, int], tuple[int, int] | None], full: bool
+    ) -> _Break:
+        top_line, bottom_line = lines
         head_start = before
         while head_start > top_line[0] and is_local_char(self.text[head_start - 1]):
             head_start -= 1
@@ -371,19 +384,32 @@ class _Reader:
             return _Break.JOIN
         if not full:
             return _Break.END  # a line that ends early ends its word: "Email" / "jane@..."
-        capitalised = head[:1].isupper() and head[1:].islower() and head.isalpha()
-        if head_start == top_line[0] and not capitalised:
-            return _Break.JOIN  # the whole line is the head: a word too long for it, broken by the layout
-        # (but a capitalised word on a line of its own is a word: "Contact" / "jane@...")
-        if head.replace("-", "").isalnum():
-            return _Break.END  # a word wrapped before the address ("... write to", "E-mail" / "jane@...")
-        return _Break.JOIN  # a head with an address's characters in it, broken anywhere ("oscar.w" / "u@")
+        word = head.replace("-", "")
+        capitalised = word[:1].isupper() and word[1:].islower() and word.isalpha()
+        if head_start == top_line[0]:
+            # The whole line is the head: a word too long for it, broken by the layout (but a
+            # capitalised word on a line of its own is a word: "Contact" / "jane@...").
+            return _Break.END if capitalised else _Break.JOIN
+        if word.isalpha() and word[:1].isupper() and (word[1:].islower() or word.isupper()):
+            return _Break.END  # a capitalised word, or capitals ("E-mail", "EMAIL", "M" of a tracked "COM")
+        if word.isdigit() or head.lower() in _LEAD_WORDS:
+            return _Break.END  # a word wrapped before the address ("... write to", "555 0100")
+        # Any other head on a full line could start the address, when it is glued to what comes before
+        # it ("(a00" / "0.a@..."), holds more than letters ("at mgc-vh8" / "0yf@..."), or ends a line
+        # filled to its block's edge like the lines beside it ("Email: a" / "0.a@...": a layout that
+        # breaks anywhere, CSS word-break: break-all, filled it there): the tail alone is no reading.
+        # A word of letters ending the widest line of its block is a word ("... our team" / "jane@..."):
+        # there, that the next glyph would not have fitted says nothing about where the layout broke.
+        glued = not self.text[head_start - 1].isspace()
+        if glued or not word.isalpha() or bottom_line is None or self._filled(top_line, bottom_line):
+            return _Break.JOIN
+        return _Break.END
 
     def _domain_wrap(self, at: int, read: list[tuple[str, int | None]], after: int, full: bool) -> _Break:
         domain = "".join(char for char, _ in read)
         tail = self._run(after)
-        if not tail or self.text[after + len(tail) : after + len(tail) + 1] == "@":
-            return _Break.END  # the next line starts an address of its own
+        if not tail or "@" in self._word(after):
+            return _Break.END  # the next line starts an address of its own ("0.gg%2pgf=@...")
         if domain.endswith("."):
             return self._after_dot(domain[:-1], tail, after, full)
         if tail[0] == "." and tail[1:2].islower():
@@ -397,16 +423,16 @@ class _Reader:
         piece = word.split("-", 1)[0]
         if piece and "." not in word and _tld(last + piece) is True:
             return _Break.JOIN  # "gmail.co" / "m" (never "gmail.com" / "-...": nothing to join there)
-        # A lower-case tail that goes on as a domain ending in a real TLD, its first label either
-        # finishing the last one ("mail.co" / "m.au") or continuing it after a hyphen ("uni.ac" /
-        # "-bonn.de"): the layout may have broken the domain after a label that is a TLD itself.
-        first = word.split(".", 1)[0]
-        goes_on = (tail[0].islower() and "." in word and _tld(last + first.split("-", 1)[0]) is True) or (
-            tail[0] == "-" and tail[1:2].isalnum()
-        )
         end = after + len(tail)
+        # A tail in lower case or digits (or a hyphen) that goes on as a domain ending in a real TLD, or
+        # that fills its line and may wrap again: the layout may have broken the domain after a label
+        # that is a TLD itself ("mail.co" / "m.au", "sd.wf" / "tkge.info", "x.ar" / "0.com.", "uni.ac" /
+        # "-bonn.de"). The address ending its line is as plausible: both readings.
+        goes_on = tail[0].islower() or tail[0].isdigit() or (tail[0] == "-" and tail[1:2].isalnum())
+        # (but never into a web address below the address: "www.jane.info", "linkedin.com/in/...")
+        goes_on = goes_on and not tail.lower().startswith("www.") and self.text[end : end + 1] != "/"
         wraps = end < len(self.text) and self.text[end] in "\r\n" and self.glyphs.generated(end)
-        if goes_on and (_tld(word.rsplit(".", 1)[-1]) is True or wraps):  # (a tail may wrap again)
+        if goes_on and (("." in word and _tld(word.rsplit(".", 1)[-1]) is True) or wraps):
             return _Break.EITHER
         return _Break.END  # a complete address ending the line ("gmail.com" / "Phone")
 
@@ -425,12 +451,26 @@ class _Reader:
             return _Break.END
         return _Break.EITHER
 
-    def _run(self, start: int) -> str:
+    def _word(self, start: int) -> str:
+        """The glyphs from ``start`` up to the next space or line break."""
         text, glyphs = self.text, self.glyphs
         end = start
-        while end < len(text) and not glyphs.generated(end) and is_domain_char(text[end]):
+        while end < len(text) and not glyphs.generated(end) and not text[end].isspace():
             end += 1
         return text[start:end]
+
+    def _run(self, start: int) -> str:
+        """The domain characters from glyph ``start`` on, across a hyphen that ended a line (U+FFFE,
+        which pdfium joins itself: "xvj-" / "b7u.io" reads "xvj-b7u.io")."""
+        text, glyphs = self.text, self.glyphs
+        end = start
+        while (
+            end < len(text)
+            and not glyphs.generated(end)
+            and (is_domain_char(text[end]) or text[end] == "\ufffe")
+        ):
+            end += 1
+        return text[start:end].replace("\ufffe", "-")
 
     def _one_block(self, top: tuple[int, int], bottom: tuple[int, int]) -> bool:
         """The bottom line sits directly under the top one, in the same size, aligned with it."""
@@ -458,6 +498,15 @@ class _Reader:
             edge = max(edge, self.box(neighbour[1])[2])
         slack = 0.1 * (end[3] - end[1])
         return end[2] + self._chunk(after) + slack >= edge
+
+    def _filled(self, top: tuple[int, int], bottom: tuple[int, int]) -> bool:
+        """Two other lines of the block (the bottom one, the lines above and below) end within a line
+        height of where the top line ends, or further right: the block is a paragraph set to one
+        right edge, which the top line reached (two lines that end alike may do so by chance)."""
+        end = self.box(top[1])
+        edge = end[2] - (end[3] - end[1])
+        lines = (bottom, *self._neighbours(top, bottom))
+        return sum(self.box(line[1])[2] >= edge for line in lines) >= 2
 
     def _chunk(self, after: int) -> float:
         """The width of what could not have been split from glyph ``after``: the glyph and the closing
