@@ -56,7 +56,7 @@ def uploads(event: S3Event) -> list[Upload]:
 
 def stage(event: S3Event) -> dict[str, Any]:
     """Stage each uploaded ZIP; errors a retry can fix propagate so S3's async retry runs it again."""
-    deps = get_deps(need_queue=True)
+    deps = get_deps(need_queue="work_queue_url")
     batches = []
     for upload in uploads(event):
         report = stage_zip(deps, upload)
@@ -79,7 +79,7 @@ def dead_letter(record: SQSRecord) -> None:
             logger.error("malformed work dead letter dropped", extra={"message_id": record.message_id})
             return
         try:
-            settle_dead_letter(get_deps(need_queue=True), task)
+            settle_dead_letter(get_deps(need_queue="work_queue_url"), task)
         finally:
             logger.remove_keys(["batch_id", "file_index"])
         return
@@ -88,7 +88,7 @@ def dead_letter(record: SQSRecord) -> None:
 
 def failed_event(record: SQSRecord) -> None:
     """One unzip DLQ message (its requestPayload is the S3 event): the batch ends FAILED."""
-    deps = get_deps(need_queue=True)
+    deps = get_deps(need_queue="work_queue_url")
     try:
         body = json.loads(record.body)
         payload = body.get("requestPayload", body)  # a destination record, or the bare event

@@ -73,8 +73,10 @@ class Settings:
     """Configuration of one process, read from the environment once."""
 
     bucket: str = ""  # PDFBATCH_BUCKET: uploads/, staging/ and pdfs/ live here
-    queue_url: str = ""  # PDFBATCH_QUEUE_URL: the work queue (ocr_pdf: the OCR queue, which it backs off on)
-    ocr_queue_url: str = ""  # PDFBATCH_OCR_QUEUE_URL: where process_pdf hands scans (empty: no OCR lane)
+    # One setting per queue, each naming the same queue in every function that reads it.
+    work_queue_url: str = ""  # PDFBATCH_WORK_QUEUE_URL: the work queue (unzip sends, process_pdf backs off)
+    ocr_queue_url: str = ""  # PDFBATCH_OCR_QUEUE_URL: the OCR queue (process_pdf sends, ocr_pdf backs off)
+    callback_queue_url: str = ""  # PDFBATCH_CALLBACK_QUEUE_URL: the callback queue (its fast lane)
     mysql_url: str = DEFAULT_MYSQL_URL  # PDFBATCH_MYSQL_URL (on AWS: where, not who; see mysql_secret)
     redis_url: str = DEFAULT_REDIS_URL  # PDFBATCH_REDIS_URL
     # Secrets Manager ARNs (or names); their values are read by bootstrap.read_secrets, never from env.
@@ -158,8 +160,9 @@ class Settings:
             raise ConfigError("PDFBATCH_REDIS_URL must be a redis:// or rediss:// URL")
         return cls(
             bucket=e.get("PDFBATCH_BUCKET", ""),
-            queue_url=e.get("PDFBATCH_QUEUE_URL", ""),
+            work_queue_url=e.get("PDFBATCH_WORK_QUEUE_URL", ""),
             ocr_queue_url=e.get("PDFBATCH_OCR_QUEUE_URL", ""),
+            callback_queue_url=e.get("PDFBATCH_CALLBACK_QUEUE_URL", ""),
             mysql_url=mysql_url,
             redis_url=redis_url,
             endpoint_url=e.get("AWS_ENDPOINT_URL") or None,
@@ -205,7 +208,9 @@ class Settings:
         """Fail with a ConfigError naming the variable when a setting a function needs is empty."""
         env_names = {
             "bucket": "PDFBATCH_BUCKET",
-            "queue_url": "PDFBATCH_QUEUE_URL",
+            "work_queue_url": "PDFBATCH_WORK_QUEUE_URL",
+            "ocr_queue_url": "PDFBATCH_OCR_QUEUE_URL",
+            "callback_queue_url": "PDFBATCH_CALLBACK_QUEUE_URL",
             "api_key": "PDFBATCH_API_KEY",
         }
         for name in names:

@@ -109,7 +109,7 @@ def deps(moto_aws: None, db: Any, settings: Settings) -> Iterator[Any]:
     s3.create_bucket(Bucket=settings.bucket)
     s3.put_bucket_versioning(Bucket=settings.bucket, VersioningConfiguration={"Status": "Enabled"})
     queue_url = sqs.create_queue(QueueName=f"work-{settings.bucket}")["QueueUrl"]
-    settings = replace(settings, queue_url=queue_url)
+    settings = replace(settings, work_queue_url=queue_url)
     ledger = MysqlLedger(MysqlClient.from_url(settings.mysql_url), settings.users)
     progress = RedisProgress.from_url(settings.redis_url, settings.progress_ttl_seconds)
     d = Deps(

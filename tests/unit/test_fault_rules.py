@@ -70,7 +70,7 @@ def test_backoff_doubles_per_receive_up_to_the_cap_with_jitter_in_the_upper_half
 def test_backoff_is_applied_to_the_received_message(deps: Deps) -> None:
     # GIVEN a work message received from the queue
     sqs: Any = deps.queue.client  # type: ignore[union-attr]
-    url = deps.settings.queue_url
+    url = deps.settings.work_queue_url
     sqs.send_message(QueueUrl=url, MessageBody="{}")
     (msg,) = sqs.receive_message(QueueUrl=url, VisibilityTimeout=0)["Messages"]
     # WHEN its processing failed on the second receive

@@ -52,7 +52,7 @@ def staged(deps: Deps, n: int = 2) -> tuple[str, list[dict[str, Any]]]:
     report = staging.stage_zip(deps, upload(deps, make_zip(entries)))
     sqs: Any = deps.queue.client  # type: ignore[union-attr]
     got = sqs.receive_message(
-        QueueUrl=deps.settings.queue_url,
+        QueueUrl=deps.settings.work_queue_url,
         MaxNumberOfMessages=10,
         AttributeNames=["All"],
         VisibilityTimeout=600,
@@ -82,7 +82,9 @@ def test_a_message_arriving_with_less_than_a_file_budget_left_is_released_untrie
     # THEN neither is tried: both are reported failed (SQS keeps them) and visible again at once,
     assert {f["itemIdentifier"] for f in result["batchItemFailures"]} == {m["MessageId"] for m in msgs}
     sqs: Any = deps.queue.client  # type: ignore[union-attr]
-    back = sqs.receive_message(QueueUrl=deps.settings.queue_url, MaxNumberOfMessages=10, VisibilityTimeout=0)
+    back = sqs.receive_message(
+        QueueUrl=deps.settings.work_queue_url, MaxNumberOfMessages=10, VisibilityTimeout=0
+    )
     assert len(back.get("Messages", [])) == 2
     # no attempt is counted and nothing is recorded, not even on the last receive
     ledger = deps.ledger

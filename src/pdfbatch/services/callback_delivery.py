@@ -407,10 +407,10 @@ def _attempt(
 
 
 def _back_off(deps: Deps, receipt_handle: str, delay: int, lane: str = FAST) -> None:
-    queue = deps.slow_callbacks if lane == SLOW else deps.queue
+    queue = deps.slow_callbacks if lane == SLOW else deps.callback_queue
     if queue is None:
         raise ConfigError(
-            f"the {lane} callback queue is not set (PDFBATCH_QUEUE_URL, _CALLBACK_SLOW_QUEUE_URL)"
+            f"the {lane} callback queue is not set (PDFBATCH_CALLBACK_QUEUE_URL, _CALLBACK_SLOW_QUEUE_URL)"
         )
     queue.change_visibility(receipt_handle, delay)
 

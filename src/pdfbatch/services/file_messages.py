@@ -81,7 +81,7 @@ def handle(
         and remaining_ms is not None
         and not processing.has_time_for_a_file(deps.settings, remaining_ms, lane)
     ):
-        processing.release_unstarted(deps, message.receipt_handle)
+        processing.release_unstarted(deps, message.receipt_handle, lane)
         logger.info(
             "too little time left for a file; message released", extra={"index": task.index, "lane": lane}
         )
@@ -96,8 +96,8 @@ def handle(
         work(task)
     except Exception:
         # The message fails either way (SQS redelivers it, or moves it to the lane's DLQ after the last
-        # try); deps.queue is the lane's own queue, so backoff and give_up act on the right one.
-        processing.on_failed_attempt(deps, task, message.receipt_handle, message.receive_count)
+        # try); the backoff acts on the lane's own queue (processing.lane_queue).
+        processing.on_failed_attempt(deps, task, message.receipt_handle, message.receive_count, lane)
         raise
     finally:
         logger.remove_keys(list(keys))

@@ -20,7 +20,7 @@ from pdfbatch.config import PER_FILE_IO, Settings
 from pdfbatch.errors import DependencyUnavailable, NotFound, PdfRejected, UsersTableError
 from pdfbatch.logs import logger
 from pdfbatch.model import FileResult, FileTask, Lane, Outcome, Reason, final_key
-from pdfbatch.ports import FileRow, UserRow
+from pdfbatch.ports import FileRow, UserRow, WorkQueue
 from pdfbatch.services import tally
 from pdfbatch.services.deps import Deps
 
@@ -569,16 +569,32 @@ def retry_delay(settings: Settings, receive_count: int, rng: Callable[[], float]
     return int(ceiling / 2 + rng() * ceiling / 2)
 
 
+def lane_queue(deps: Deps, lane: Lane) -> WorkQueue | None:
+    """The queue a lane's messages arrive on: the work queue (text lane) or the OCR queue."""
+    return deps.ocr_queue if lane == Lane.OCR else deps.queue
+
+
+def _lane_queue_setting(lane: Lane) -> str:
+    return "PDFBATCH_OCR_QUEUE_URL" if lane == Lane.OCR else "PDFBATCH_WORK_QUEUE_URL"
+
+
 def retry_later(
-    deps: Deps, receipt_handle: str, receive_count: int, rng: Callable[[], float] = random.random
+    deps: Deps,
+    receipt_handle: str,
+    receive_count: int,
+    rng: Callable[[], float] = random.random,
+    lane: Lane = Lane.TEXT,
 ) -> int | None:
     """Back off a failed work message (ChangeMessageVisibility); return the delay, None if not applied."""
-    if deps.queue is None:
-        logger.warning("no work queue configured (PDFBATCH_QUEUE_URL); retry without backoff")
+    queue = lane_queue(deps, lane)
+    if queue is None:
+        logger.warning(
+            "no queue configured; retry without backoff", extra={"setting": _lane_queue_setting(lane)}
+        )
         return None
     delay = retry_delay(deps.settings, receive_count, rng)
     try:
-        deps.queue.change_visibility(receipt_handle, delay)
+        queue.change_visibility(receipt_handle, delay)
     except DependencyUnavailable as exc:
         # The message still comes back, after the queue's visibility timeout instead.
         logger.warning("backoff not applied", extra={"dependency": exc.dependency, "error": str(exc)})
@@ -587,21 +603,27 @@ def retry_later(
     return delay
 
 
-def dead_letter_now(deps: Deps, receipt_handle: str) -> None:
+def dead_letter_now(deps: Deps, receipt_handle: str, lane: Lane = Lane.TEXT) -> None:
     """After a failed last receive: visible again now, so SQS moves it to the DLQ at its next receive.
 
     Without this it would wait out the queue's visibility timeout first (the file is already recorded).
     """
-    if deps.queue is None:
-        logger.warning("no work queue configured (PDFBATCH_QUEUE_URL); the DLQ gets it after the timeout")
+    queue = lane_queue(deps, lane)
+    if queue is None:
+        logger.warning(
+            "no queue configured; the DLQ gets it after the timeout",
+            extra={"setting": _lane_queue_setting(lane)},
+        )
         return
     try:
-        deps.queue.change_visibility(receipt_handle, 0)
+        queue.change_visibility(receipt_handle, 0)
     except DependencyUnavailable as exc:
         logger.warning("message not released to the DLQ early", extra={"dependency": exc.dependency})
 
 
-def on_failed_attempt(deps: Deps, task: FileTask, receipt_handle: str, receive_count: int) -> None:
+def on_failed_attempt(
+    deps: Deps, task: FileTask, receipt_handle: str, receive_count: int, lane: Lane = Lane.TEXT
+) -> None:
     """A delivery of ``task`` raised: back it off, or on its last receive record it failed/gave_up.
 
     Call it while handling the error, then re-raise: anything a retry may fix propagates, so SQS
@@ -611,11 +633,11 @@ def on_failed_attempt(deps: Deps, task: FileTask, receipt_handle: str, receive_c
     """
     if receive_count < deps.settings.max_receive_count:
         logger.exception("file attempt failed; will be retried", extra={"receive_count": receive_count})
-        retry_later(deps, receipt_handle, receive_count)  # exponential backoff
+        retry_later(deps, receipt_handle, receive_count, lane=lane)  # exponential backoff
         return
     logger.exception("file failed on its last delivery", extra={"receive_count": receive_count})
     give_up(deps, task)
-    dead_letter_now(deps, receipt_handle)
+    dead_letter_now(deps, receipt_handle, lane)
 
 
 # --- the invocation's own end ---------------------------------------------------------------------
@@ -636,13 +658,16 @@ def has_time_for_a_file(settings: Settings, remaining_ms: int, lane: Lane = Lane
     return remaining_ms / 1000.0 >= budget + FILE_MARGIN_SECONDS
 
 
-def release_unstarted(deps: Deps, receipt_handle: str) -> None:
+def release_unstarted(deps: Deps, receipt_handle: str, lane: Lane = Lane.TEXT) -> None:
     """Hand a message back untried (visible at once); its file's attempts in the ledger are unchanged."""
-    if deps.queue is None:
-        logger.warning("no work queue configured (PDFBATCH_QUEUE_URL); released after the timeout")
+    queue = lane_queue(deps, lane)
+    if queue is None:
+        logger.warning(
+            "no queue configured; released after the timeout", extra={"setting": _lane_queue_setting(lane)}
+        )
         return
     try:
-        deps.queue.change_visibility(receipt_handle, 0)
+        queue.change_visibility(receipt_handle, 0)
     except DependencyUnavailable as exc:
         # It still comes back, after the queue's visibility timeout.
         logger.warning("message not released early", extra={"dependency": exc.dependency})
