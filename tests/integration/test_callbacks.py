@@ -24,7 +24,7 @@ from pdfbatch import callback_security, delivery
 from pdfbatch.adapters.mysql import MysqlClient
 from pdfbatch.adapters.mysql_callbacks import MysqlCallbackLog
 from pdfbatch.adapters.webhook import post
-from pdfbatch.services import batches, staging
+from pdfbatch.services import batches, redelivery, staging
 from pdfbatch.services import callback_delivery as service
 from pdfbatch.services.deps import Deps
 
@@ -402,6 +402,6 @@ def test_an_attempt_cut_at_its_deadline_is_recorded_and_retried_later(cb_deps: D
     assert [(a.attempt, a.http_status, a.error) for a in rows] == [(1, None, "timeout")]
     assert rows[0].duration_ms is not None and 2900 <= rows[0].duration_ms < 4500
     queue: Any = cb_deps.callback_queue
-    assert queue.delays == [service.retry_delay(cb_deps.settings, 1)]
+    assert queue.delays == [redelivery.callback_retry_delay(cb_deps.settings, 1)]
     state = service.state_of(f"http://127.0.0.1:{slow.port}/hook", rows)
     assert (state["state"], state["attempts"], state["lastError"]) == ("failing", 1, "timeout")

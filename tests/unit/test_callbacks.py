@@ -41,9 +41,9 @@ from pdfbatch.callback_security import (
     verify,
 )
 from pdfbatch.config import Settings
-from pdfbatch.errors import ConfigError, InvalidInput
+from pdfbatch.errors import ConfigError, DependencyUnavailable, InvalidInput
 from pdfbatch.services import callback_delivery as service
-from pdfbatch.services import staging
+from pdfbatch.services import redelivery, staging
 from pdfbatch.services.deps import Deps
 
 SECRET = "whsec-test-0123456789"
@@ -616,7 +616,8 @@ def test_any_message_body_is_a_delivery_or_invalid_input(body: str) -> None:
 
 def test_retry_delay_doubles_up_to_the_cap(deps: Deps) -> None:
     s = replace(deps.settings, callback_retry_base_seconds=30, callback_retry_max_seconds=3600)
-    assert [service.retry_delay(s, a) for a in range(1, 10)] == [30, 60, 120, 240, 480, 960, 1920, 3600, 3600]
+    delays = [redelivery.callback_retry_delay(s, a) for a in range(1, 10)]
+    assert delays == [30, 60, 120, 240, 480, 960, 1920, 3600, 3600]
 
 
 def test_the_fake_log_keeps_the_first_url() -> None:
@@ -719,6 +720,29 @@ def test_without_a_slow_lane_a_timeout_backs_off_like_any_failure(local: Deps) -
     assert queue.delays == [30]
     log: Any = local.callbacks
     assert [(r.attempt, r.error) for r in log.attempts(batch_id)] == [(1, "timeout")]
+
+
+class RefusingQueue:
+    """A callback queue whose visibility changes SQS refuses (down, or an expired receipt handle)."""
+
+    def change_visibility(self, receipt_handle: str, delay_seconds: int) -> None:
+        raise DependencyUnavailable("sqs", "ServiceUnavailable")
+
+    def send_json(self, message: Any, delay_seconds: int = 0) -> None:
+        raise AssertionError("the deliverer never sends on the fast lane")
+
+
+def test_a_backoff_sqs_refuses_still_fails_the_delivery_with_its_own_error(local: Deps) -> None:
+    # GIVEN a finished batch whose receiver is down, and a callback queue that refuses the backoff
+    batch_id, event = _finished_batch(local)
+    deps = replace(local, callback_queue=RefusingQueue())
+    message = service.parse_message(json.dumps(event))
+    # WHEN an attempt fails THEN the message fails with the delivery's error, as a file message's does
+    # (services/redelivery.py: it comes back after the visibility timeout), and the attempt is recorded
+    with pytest.raises(service.DeliveryFailed, match="http_503"):
+        service.deliver(deps, message, 1, "rh", post=Receiver(local.clock, [503]))  # type: ignore[arg-type]
+    log: Any = deps.callbacks
+    assert [(r.attempt, r.error) for r in log.attempts(batch_id)] == [(1, "http_503")]
 
 
 def test_one_invocation_delivers_its_records_side_by_side_and_routes_each_to_its_lane(

@@ -13,7 +13,8 @@ from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.model import FileTask, Lane
 from pdfbatch.services import file_messages
 from pdfbatch.services.deps import Deps
-from pdfbatch.services.file_messages import FileMessage, OutOfTime
+from pdfbatch.services.file_messages import FileMessage
+from pdfbatch.services.redelivery import OutOfTime
 
 
 class Recorded:
