@@ -99,6 +99,9 @@ class Settings:
     retry_base_seconds: int = 30  # PDFBATCH_RETRY_BASE_SECONDS: first backoff of a failed work message
     retry_max_seconds: int = 900  # PDFBATCH_RETRY_MAX_SECONDS: backoff cap (doubling from the base)
     parked_queue_url: str = ""  # PDFBATCH_PARKED_QUEUE_URL: work dead letters recorded gave_up, to redrive
+    # PDFBATCH_UNZIP_DLQ_ARN: the unzip DLQ's ARN; unzip tells a failed S3 event (a record from this queue)
+    # from a file dead letter (the work and OCR DLQs) by the queue a record comes from, not by its body.
+    unzip_dlq_arn: str = ""
     api_key: str = field(default="", repr=False)  # PDFBATCH_API_KEY: the shared secret of the REST API
     match_policy: str = "unique"  # PDFBATCH_MATCH_POLICY: one of MATCH_POLICIES
     # Signed callbacks (pdfbatch.callback_security, services/callback_delivery.py; docs/RESULTS.md).
@@ -178,6 +181,7 @@ class Settings:
             retry_base_seconds=_int(e, "PDFBATCH_RETRY_BASE_SECONDS", 30),
             retry_max_seconds=_int(e, "PDFBATCH_RETRY_MAX_SECONDS", 900),
             parked_queue_url=e.get("PDFBATCH_PARKED_QUEUE_URL", ""),
+            unzip_dlq_arn=e.get("PDFBATCH_UNZIP_DLQ_ARN", ""),
             api_key=e.get("PDFBATCH_API_KEY", ""),
             mysql_secret=e.get("PDFBATCH_MYSQL_SECRET", ""),
             redis_secret=e.get("PDFBATCH_REDIS_SECRET", ""),
@@ -211,6 +215,7 @@ class Settings:
             "work_queue_url": "PDFBATCH_WORK_QUEUE_URL",
             "ocr_queue_url": "PDFBATCH_OCR_QUEUE_URL",
             "callback_queue_url": "PDFBATCH_CALLBACK_QUEUE_URL",
+            "unzip_dlq_arn": "PDFBATCH_UNZIP_DLQ_ARN",
             "api_key": "PDFBATCH_API_KEY",
         }
         for name in names:

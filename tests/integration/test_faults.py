@@ -21,7 +21,7 @@ import pytest
 
 from fixtures import pdfs
 from fixtures.apigw import Context, load_handler
-from fixtures.events import s3_event, sqs_event_of
+from fixtures.events import UNZIP_DLQ_ARN, s3_event, sqs_event_of
 from fixtures.faults import KILLED, Outage, run_killed_worker
 from fixtures.pipeline import (
     assert_counters_match_ledger,
@@ -435,7 +435,7 @@ def test_unzip_dlq_message_fails_the_batch_unzip_never_finished(deps: Deps, db: 
         for m in messages:
             m.update(Attributes={"ApproximateReceiveCount": "1", "SentTimestamp": "1"}, MD5OfBody="")
         # WHEN its failure record comes out of the unzip DLQ (with a malformed message beside it)
-        result = unzip.handler(sqs_event_of(messages), Context())
+        result = unzip.handler(sqs_event_of(messages, arn=UNZIP_DLQ_ARN), Context())
     finally:
         bootstrap.override(None)
     # THEN the batch exists and is FAILED unzip_failed; the malformed message is dropped, not retried

@@ -12,6 +12,7 @@ import pymysql
 import pytest
 
 from fixtures.apigw import TEST_API_KEY
+from fixtures.events import UNZIP_DLQ_ARN
 from pdfbatch.config import Settings, parse_mysql_url
 from pdfbatch.ops.devdb import USERS_DDL as DEV_USERS_DDL
 
@@ -87,7 +88,13 @@ def add_users(conn: Any, *emails: str, pdf_url: str | None = None) -> dict[str, 
 def settings(mysql_url: str, run_id: str) -> Settings:
     """Settings for one test: its own bucket name, the test database, Redis db 15, the test API key."""
     base = Settings.from_env({"PDFBATCH_MYSQL_URL": mysql_url, "PDFBATCH_REDIS_URL": TEST_REDIS_URL})
-    return replace(base, bucket=f"pdfbatch-test-{run_id}", stage_workers=4, api_key=TEST_API_KEY)
+    return replace(
+        base,
+        bucket=f"pdfbatch-test-{run_id}",
+        stage_workers=4,
+        api_key=TEST_API_KEY,
+        unzip_dlq_arn=UNZIP_DLQ_ARN,
+    )
 
 
 @pytest.fixture()

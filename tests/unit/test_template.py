@@ -215,6 +215,15 @@ def test_the_work_dlq_is_consumed_so_a_file_whose_last_delivery_died_still_ends(
     assert template["Outputs"]["ParkedQueueUrl"]["Value"] == {"Ref": "ParkedQueue"}
 
 
+def test_unzip_tells_its_dead_letter_queues_apart_by_their_arn(template: dict[str, Any]) -> None:
+    # GIVEN unzip's three dead-letter event sources
+    for queue in ("UnzipDeadLetterQueue", "DeadLetterQueue", "OcrDeadLetterQueue"):
+        assert sqs_mapping(template, queue)[0] == "UnzipFunction"
+    # THEN it is told which one carries failed S3 events (the others carry file dead letters)
+    env = function(template, "UnzipFunction")["Environment"]["Variables"]
+    assert env["PDFBATCH_UNZIP_DLQ_ARN"] == {"Fn::GetAtt": ["UnzipDeadLetterQueue", "Arn"]}
+
+
 def test_the_ocr_lane_has_its_own_queue_dlq_budget_and_page_limit(template: dict[str, Any]) -> None:
     from pdfbatch.services.processing import FILE_MARGIN_SECONDS
 
