@@ -41,7 +41,7 @@ def record_handler(record: SQSRecord) -> None:
         return
     logger.thread_safe_append_keys(batch_id=message.batch_id)  # this record's thread only
     attempt = int(record.attributes.approximate_receive_count or 1)
-    deps = get_deps(need_queue=True)
+    deps = get_deps(need_queue="callback_queue_url")
     slow = deps.settings.callback_slow_queue_arn
     lane = callback_delivery.SLOW if slow and record.event_source_arn == slow else callback_delivery.FAST
     try:
@@ -59,7 +59,9 @@ async def async_record_handler(record: SQSRecord) -> None:
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     """Entry point: Powertools reports the failed message ids as batchItemFailures."""
-    get_deps(need_queue=True)  # built here, once, not by the records' threads at the same time
+    get_deps(
+        need_queue="callback_queue_url"
+    )  # built here, once, not by the records' threads at the same time
     return async_process_partial_response(
         event=event, record_handler=async_record_handler, processor=processor, context=context
     )

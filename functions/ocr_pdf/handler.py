@@ -20,7 +20,8 @@ from pdfbatch.logs import logger
 from pdfbatch.metrics import metrics
 from pdfbatch.model import Lane
 from pdfbatch.services import file_messages, processing
-from pdfbatch.services.file_messages import FileMessage, OutOfTime
+from pdfbatch.services.file_messages import FileMessage
+from pdfbatch.services.redelivery import OutOfTime
 
 __all__ = ["OutOfTime", "handler", "record_handler"]
 

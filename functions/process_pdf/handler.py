@@ -15,7 +15,8 @@ from pdfbatch.logs import logger
 from pdfbatch.metrics import metrics
 from pdfbatch.model import FileTask, Lane
 from pdfbatch.services import file_messages, invocation, processing
-from pdfbatch.services.file_messages import FileMessage, OutOfTime
+from pdfbatch.services.file_messages import FileMessage
+from pdfbatch.services.redelivery import OutOfTime
 
 __all__ = ["OutOfTime", "handler", "record_handler"]
 

@@ -8,7 +8,8 @@ Its other triggers are the two dead-letter queues (SQS), so no batch stays PROCE
   has no outcome, counted once, and parked for `pdfbatch dlq --redrive` (``settle_dead_letter``).
 unzip rather than process_pdf: process_pdf's reserved concurrency is exactly its work mapping's, and a
 second mapping there would take slots from the work queue (throttled messages burn their receives).
-The two kinds of message are told apart by their bodies (an S3 event or record, a work task).
+The two kinds of message are told apart by the queue they come from (the record's event source ARN:
+PDFBATCH_UNZIP_DLQ_ARN is the unzip DLQ, any other is a file dead letter), never by their bodies.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def uploads(event: S3Event) -> list[Upload]:
 
 def stage(event: S3Event) -> dict[str, Any]:
     """Stage each uploaded ZIP; errors a retry can fix propagate so S3's async retry runs it again."""
-    deps = get_deps(need_queue=True)
+    deps = get_deps(need_queue="work_queue_url")
     batches = []
     for upload in uploads(event):
         report = stage_zip(deps, upload)
@@ -67,28 +68,29 @@ def stage(event: S3Event) -> dict[str, Any]:
 
 
 def dead_letter(record: SQSRecord) -> None:
-    """One message of either dead-letter queue (see the module's docstring)."""
+    """One dead letter, routed by the queue it came from (see the module's docstring)."""
+    if record.event_source_arn == get_deps(need_queue="work_queue_url").settings.unzip_dlq_arn:
+        failed_event(record)
+    else:
+        dead_file_message(record)
+
+
+def dead_file_message(record: SQSRecord) -> None:
+    """One work or OCR dead letter: its file gets an outcome, counted once, and is parked if gave_up."""
     try:
-        body = json.loads(record.body)
-    except ValueError:
-        body = None
-    if isinstance(body, dict) and "batchId" in body:
-        try:
-            task = FileTask.from_body(record.body)
-        except InvalidInput:
-            logger.error("malformed work dead letter dropped", extra={"message_id": record.message_id})
-            return
-        try:
-            settle_dead_letter(get_deps(need_queue=True), task)
-        finally:
-            logger.remove_keys(["batch_id", "file_index"])
+        task = FileTask.from_body(record.body)
+    except InvalidInput:
+        logger.error("malformed work dead letter dropped", extra={"message_id": record.message_id})
         return
-    failed_event(record)
+    try:
+        settle_dead_letter(get_deps(need_queue="work_queue_url"), task)
+    finally:
+        logger.remove_keys(["batch_id", "file_index"])
 
 
 def failed_event(record: SQSRecord) -> None:
     """One unzip DLQ message (its requestPayload is the S3 event): the batch ends FAILED."""
-    deps = get_deps(need_queue=True)
+    deps = get_deps(need_queue="work_queue_url")
     try:
         body = json.loads(record.body)
         payload = body.get("requestPayload", body)  # a destination record, or the bare event
@@ -111,6 +113,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """S3 events are staged; dead letters (SQS) end their batches, reporting partial failures."""
     records = event.get("Records") or []
     if records and records[0].get("eventSource") == "aws:sqs":
+        # Without it every dead letter would look like a file's: fail now, naming the variable.
+        get_deps(need_queue="work_queue_url").settings.require("unzip_dlq_arn")
         response: dict[str, Any] = dict(
             process_partial_response(
                 event=event, record_handler=dead_letter, processor=processor, context=context

@@ -50,13 +50,15 @@ def boto3_client(
 
 
 def build_deps(
-    settings: Settings, *, need_queue: bool = False, ensure_schema: bool = True, io: IoTimeouts = DEFAULT_IO
+    settings: Settings, *, need_queue: str = "", ensure_schema: bool = True, io: IoTimeouts = DEFAULT_IO
 ) -> Deps:
     """Build every adapter from settings; the MySQL and Redis connections open on first use (and the
     ledger's schema is checked then: a dependency down at a cold start fails inside a handler's own
     failure path, not before it).
 
-    ``io`` bounds every S3, SQS and MySQL call (process_pdf passes PER_FILE_IO).
+    ``need_queue``: the queue setting the caller cannot run without (e.g. "work_queue_url"), checked
+    now so its absence fails at cold start naming the variable. ``io`` bounds every S3, SQS and MySQL
+    call (process_pdf passes PER_FILE_IO).
     """
     from pdfbatch.adapters.events import EventBridgeEvents
     from pdfbatch.adapters.ledger import MysqlLedger
@@ -69,7 +71,7 @@ def build_deps(
 
     settings.require("bucket")
     if need_queue:
-        settings.require("queue_url")
+        settings.require(need_queue)
     pool = max(10, settings.stage_workers + 2)
     s3 = boto3_client("s3", settings, io=io, max_pool_connections=pool)
     presign = s3
@@ -79,23 +81,30 @@ def build_deps(
     ledger = MysqlLedger(mysql, settings.users)
     if ensure_schema:
         mysql.ensure_schema_on_first_use()
-    queue = parked = ocr_queue = slow = None
-    if settings.queue_url or settings.parked_queue_url or settings.ocr_queue_url:
-        sqs = boto3_client("sqs", settings, io=io, max_pool_connections=pool)
-        queue = SqsQueue(sqs, settings.queue_url) if settings.queue_url else None
-        parked = SqsQueue(sqs, settings.parked_queue_url) if settings.parked_queue_url else None
-        ocr_queue = SqsQueue(sqs, settings.ocr_queue_url) if settings.ocr_queue_url else None
-        slow = SqsQueue(sqs, settings.callback_slow_queue_url) if settings.callback_slow_queue_url else None
+    s = settings
+    urls = (
+        s.work_queue_url,
+        s.parked_queue_url,
+        s.ocr_queue_url,
+        s.callback_queue_url,
+        s.callback_slow_queue_url,
+    )
+    sqs = boto3_client("sqs", settings, io=io, max_pool_connections=pool) if any(urls) else None
+
+    def queue(url: str) -> SqsQueue | None:
+        return SqsQueue(sqs, url) if sqs is not None and url else None
+
     return Deps(
         settings=settings,
         store=S3Store(s3, presign),
         ledger=ledger,
         users=ledger,
         progress=RedisProgress.from_url(settings.redis_url, settings.progress_ttl_seconds),
-        queue=queue,
-        parked=parked,
-        ocr_queue=ocr_queue,
-        slow_callbacks=slow,
+        queue=queue(s.work_queue_url),
+        parked=queue(s.parked_queue_url),
+        ocr_queue=queue(s.ocr_queue_url),
+        callback_queue=queue(s.callback_queue_url),
+        slow_callbacks=queue(s.callback_slow_queue_url),
         # The client opens no connection until a batch is announced (tally.announce).
         events=EventBridgeEvents(boto3_client("events", settings, io=io)),
         callbacks=MysqlCallbackLog(mysql),
@@ -156,7 +165,7 @@ def read_secrets(settings: Settings) -> Settings:
 _override: Deps | None = None
 # (need_queue, per_file) -> (the settings they were built with, the deps): rebuilt when a secret's
 # value changes.
-_built: dict[tuple[bool, bool], tuple[Settings, Deps]] = {}
+_built: dict[tuple[str, bool], tuple[Settings, Deps]] = {}
 
 
 @functools.cache
@@ -171,7 +180,7 @@ def get_settings() -> Settings:
     return read_secrets(_settings())
 
 
-def get_deps(need_queue: bool = False, per_file: bool = False) -> Deps:
+def get_deps(need_queue: str = "", per_file: bool = False) -> Deps:
     """The execution environment's dependencies: built on first call, then reused across invocations.
 
     ``per_file`` (process_pdf): every S3, SQS and MySQL call bounded by config.PER_FILE_IO. When a secret

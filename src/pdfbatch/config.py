@@ -73,8 +73,10 @@ class Settings:
     """Configuration of one process, read from the environment once."""
 
     bucket: str = ""  # PDFBATCH_BUCKET: uploads/, staging/ and pdfs/ live here
-    queue_url: str = ""  # PDFBATCH_QUEUE_URL: the work queue (ocr_pdf: the OCR queue, which it backs off on)
-    ocr_queue_url: str = ""  # PDFBATCH_OCR_QUEUE_URL: where process_pdf hands scans (empty: no OCR lane)
+    # One setting per queue, each naming the same queue in every function that reads it.
+    work_queue_url: str = ""  # PDFBATCH_WORK_QUEUE_URL: the work queue (unzip sends, process_pdf backs off)
+    ocr_queue_url: str = ""  # PDFBATCH_OCR_QUEUE_URL: the OCR queue (process_pdf sends, ocr_pdf backs off)
+    callback_queue_url: str = ""  # PDFBATCH_CALLBACK_QUEUE_URL: the callback queue (its fast lane)
     mysql_url: str = DEFAULT_MYSQL_URL  # PDFBATCH_MYSQL_URL (on AWS: where, not who; see mysql_secret)
     redis_url: str = DEFAULT_REDIS_URL  # PDFBATCH_REDIS_URL
     # Secrets Manager ARNs (or names); their values are read by bootstrap.read_secrets, never from env.
@@ -97,6 +99,9 @@ class Settings:
     retry_base_seconds: int = 30  # PDFBATCH_RETRY_BASE_SECONDS: first backoff of a failed work message
     retry_max_seconds: int = 900  # PDFBATCH_RETRY_MAX_SECONDS: backoff cap (doubling from the base)
     parked_queue_url: str = ""  # PDFBATCH_PARKED_QUEUE_URL: work dead letters recorded gave_up, to redrive
+    # PDFBATCH_UNZIP_DLQ_ARN: the unzip DLQ's ARN; unzip tells a failed S3 event (a record from this queue)
+    # from a file dead letter (the work and OCR DLQs) by the queue a record comes from, not by its body.
+    unzip_dlq_arn: str = ""
     api_key: str = field(default="", repr=False)  # PDFBATCH_API_KEY: the shared secret of the REST API
     match_policy: str = "unique"  # PDFBATCH_MATCH_POLICY: one of MATCH_POLICIES
     # Signed callbacks (pdfbatch.callback_security, services/callback_delivery.py; docs/RESULTS.md).
@@ -158,8 +163,9 @@ class Settings:
             raise ConfigError("PDFBATCH_REDIS_URL must be a redis:// or rediss:// URL")
         return cls(
             bucket=e.get("PDFBATCH_BUCKET", ""),
-            queue_url=e.get("PDFBATCH_QUEUE_URL", ""),
+            work_queue_url=e.get("PDFBATCH_WORK_QUEUE_URL", ""),
             ocr_queue_url=e.get("PDFBATCH_OCR_QUEUE_URL", ""),
+            callback_queue_url=e.get("PDFBATCH_CALLBACK_QUEUE_URL", ""),
             mysql_url=mysql_url,
             redis_url=redis_url,
             endpoint_url=e.get("AWS_ENDPOINT_URL") or None,
@@ -175,6 +181,7 @@ class Settings:
             retry_base_seconds=_int(e, "PDFBATCH_RETRY_BASE_SECONDS", 30),
             retry_max_seconds=_int(e, "PDFBATCH_RETRY_MAX_SECONDS", 900),
             parked_queue_url=e.get("PDFBATCH_PARKED_QUEUE_URL", ""),
+            unzip_dlq_arn=e.get("PDFBATCH_UNZIP_DLQ_ARN", ""),
             api_key=e.get("PDFBATCH_API_KEY", ""),
             mysql_secret=e.get("PDFBATCH_MYSQL_SECRET", ""),
             redis_secret=e.get("PDFBATCH_REDIS_SECRET", ""),
@@ -205,7 +212,10 @@ class Settings:
         """Fail with a ConfigError naming the variable when a setting a function needs is empty."""
         env_names = {
             "bucket": "PDFBATCH_BUCKET",
-            "queue_url": "PDFBATCH_QUEUE_URL",
+            "work_queue_url": "PDFBATCH_WORK_QUEUE_URL",
+            "ocr_queue_url": "PDFBATCH_OCR_QUEUE_URL",
+            "callback_queue_url": "PDFBATCH_CALLBACK_QUEUE_URL",
+            "unzip_dlq_arn": "PDFBATCH_UNZIP_DLQ_ARN",
             "api_key": "PDFBATCH_API_KEY",
         }
         for name in names:

@@ -119,12 +119,12 @@ def test_functions_run_python_3_13_with_their_settings(stack: dict[str, Any], aw
         assert env["PDFBATCH_MYSQL_SECRET"] == out["DatabaseSecretArn"]
         assert "PDFBATCH_API_KEY" not in env
     unzip = lam.get_function_configuration(FunctionName=out["UnzipFunctionName"])
-    assert unzip["Environment"]["Variables"]["PDFBATCH_QUEUE_URL"] == out["QueueUrl"]
+    assert unzip["Environment"]["Variables"]["PDFBATCH_WORK_QUEUE_URL"] == out["QueueUrl"]
     process = lam.get_function_configuration(FunctionName=out["ProcessPdfFunctionName"])
     assert process["Environment"]["Variables"]["PDFBATCH_MAX_RECEIVE_COUNT"] == "5"
     assert process["Environment"]["Variables"]["PDFBATCH_OCR_QUEUE_URL"] == out["OcrQueueUrl"]
     ocr = lam.get_function_configuration(FunctionName=out["OcrPdfFunctionName"])["Environment"]["Variables"]
-    assert (ocr["PDFBATCH_QUEUE_URL"], ocr["OMP_THREAD_LIMIT"]) == (out["OcrQueueUrl"], "1")
+    assert (ocr["PDFBATCH_OCR_QUEUE_URL"], ocr["OMP_THREAD_LIMIT"]) == (out["OcrQueueUrl"], "1")
 
 
 def test_process_pdf_reads_the_queue_in_partial_batches_five_at_most_at_once(
@@ -378,7 +378,7 @@ def test_deliver_callbacks_polls_both_lanes_with_the_signing_secret_and_concurre
     name = out["DeliverCallbacksFunctionName"]
     env = lam.get_function_configuration(FunctionName=name)["Environment"]["Variables"]
     assert env["PDFBATCH_CALLBACK_SECRET"] == out["CallbackSecretArn"]
-    assert env["PDFBATCH_QUEUE_URL"] == out["CallbackQueueUrl"]
+    assert env["PDFBATCH_CALLBACK_QUEUE_URL"] == out["CallbackQueueUrl"]
     status = lam.get_function_configuration(FunctionName=out["StatusFunctionName"])["Environment"][
         "Variables"
     ]

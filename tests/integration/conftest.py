@@ -27,7 +27,7 @@ def ls_deps(localstack: str, db: Any, settings: Any, monkeypatch: pytest.MonkeyP
     s3.create_bucket(Bucket=s.bucket)
     s3.put_bucket_versioning(Bucket=s.bucket, VersioningConfiguration={"Status": "Enabled"})  # as deployed
     queue_url = sqs.create_queue(QueueName=f"work-{s.bucket}")["QueueUrl"]
-    deps = bootstrap.build_deps(replace(s, queue_url=queue_url), need_queue=True)
+    deps = bootstrap.build_deps(replace(s, work_queue_url=queue_url), need_queue="work_queue_url")
     yield deps
     empty_and_delete_bucket(s3, s.bucket)
     sqs.delete_queue(QueueUrl=queue_url)

@@ -24,7 +24,7 @@ from pdfbatch import callback_security, delivery
 from pdfbatch.adapters.mysql import MysqlClient
 from pdfbatch.adapters.mysql_callbacks import MysqlCallbackLog
 from pdfbatch.adapters.webhook import post
-from pdfbatch.services import batches, staging
+from pdfbatch.services import batches, redelivery, staging
 from pdfbatch.services import callback_delivery as service
 from pdfbatch.services.deps import Deps
 
@@ -106,9 +106,8 @@ def cb_deps(deps: Deps) -> Iterator[Deps]:
     )
 
     class Visibility:
-        def __init__(self, work: Any) -> None:
+        def __init__(self) -> None:
             self.delays: list[int] = []
-            self.work = work
 
         def send_tasks(self, tasks: Any) -> None:
             raise AssertionError("never sends")
@@ -116,7 +115,7 @@ def cb_deps(deps: Deps) -> Iterator[Deps]:
         def change_visibility(self, receipt_handle: str, delay_seconds: int) -> None:
             self.delays.append(delay_seconds)
 
-    yield replace(deps, settings=s, callbacks=log, queue=Visibility(deps.queue))
+    yield replace(deps, settings=s, callbacks=log, callback_queue=Visibility())
     log.client.close()
 
 
@@ -155,8 +154,6 @@ def test_consumers_racing_for_one_attempt_on_separate_connections_record_it_once
 
 
 def _finished_batch(deps: Deps, url: str) -> tuple[str, service.Delivery]:
-    queue: Any = deps.queue
-    deps = replace(deps, queue=queue.work)  # the pipeline runs on the work queue
     created = batches.create_batch(deps, callback_url=url)
     data = make_zip([("cv.pdf", pdfs.text_pdf(["no address"])), ("n.txt", b"x")])
     staging.stage_zip(deps, upload(deps, data, key=created["key"]))
@@ -187,7 +184,7 @@ def test_a_receiver_down_for_the_first_attempts_gets_the_delivery_verified(cb_de
     assert [g["verified"] for g in got] == [True, True]
     assert all(g["body"] == summary and g["path"] == "/hook?token=t1" for g in got)
     assert {g["delivery"] for g in got} == {message.delivery_id}
-    queue: Any = cb_deps.queue
+    queue: Any = cb_deps.callback_queue
     assert queue.delays[-2:] == [1, 2]
     log = cb_deps.callbacks
     assert log is not None
@@ -404,7 +401,7 @@ def test_an_attempt_cut_at_its_deadline_is_recorded_and_retried_later(cb_deps: D
     rows = log.attempts(batch_id)
     assert [(a.attempt, a.http_status, a.error) for a in rows] == [(1, None, "timeout")]
     assert rows[0].duration_ms is not None and 2900 <= rows[0].duration_ms < 4500
-    queue: Any = cb_deps.queue
-    assert queue.delays == [service.retry_delay(cb_deps.settings, 1)]
+    queue: Any = cb_deps.callback_queue
+    assert queue.delays == [redelivery.callback_retry_delay(cb_deps.settings, 1)]
     state = service.state_of(f"http://127.0.0.1:{slow.port}/hook", rows)
     assert (state["state"], state["attempts"], state["lastError"]) == ("failing", 1, "timeout")

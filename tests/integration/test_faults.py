@@ -21,7 +21,7 @@ import pytest
 
 from fixtures import pdfs
 from fixtures.apigw import Context, load_handler
-from fixtures.events import s3_event, sqs_event_of
+from fixtures.events import UNZIP_DLQ_ARN, s3_event, sqs_event_of
 from fixtures.faults import KILLED, Outage, run_killed_worker
 from fixtures.pipeline import (
     assert_counters_match_ledger,
@@ -104,7 +104,7 @@ def receive(deps: Deps, visibility: int | None = None) -> list[dict[str, Any]]:
     sqs: Any = deps.queue.client  # type: ignore[union-attr]
     kwargs: dict[str, Any] = {"VisibilityTimeout": visibility} if visibility is not None else {}
     got = sqs.receive_message(
-        QueueUrl=deps.settings.queue_url, MaxNumberOfMessages=10, AttributeNames=["All"], **kwargs
+        QueueUrl=deps.settings.work_queue_url, MaxNumberOfMessages=10, AttributeNames=["All"], **kwargs
     )
     return list(got.get("Messages", []))
 
@@ -311,7 +311,7 @@ def test_mysql_then_redis_outage_is_retried_with_backoff_and_the_batch_completes
     bootstrap.override(wired)
     process = load_handler("process_pdf")
     sqs: Any = deps.queue.client  # type: ignore[union-attr]
-    url = deps.settings.queue_url
+    url = deps.settings.work_queue_url
 
     def deliver(msgs: list[dict[str, Any]], expect_failures: int) -> list[dict[str, Any]]:
         """Run the batch through process_pdf as the event source mapping does; return what comes back."""
@@ -435,7 +435,7 @@ def test_unzip_dlq_message_fails_the_batch_unzip_never_finished(deps: Deps, db: 
         for m in messages:
             m.update(Attributes={"ApproximateReceiveCount": "1", "SentTimestamp": "1"}, MD5OfBody="")
         # WHEN its failure record comes out of the unzip DLQ (with a malformed message beside it)
-        result = unzip.handler(sqs_event_of(messages), Context())
+        result = unzip.handler(sqs_event_of(messages, arn=UNZIP_DLQ_ARN), Context())
     finally:
         bootstrap.override(None)
     # THEN the batch exists and is FAILED unzip_failed; the malformed message is dropped, not retried
@@ -469,7 +469,9 @@ def test_worker_killed_on_the_last_receive_still_finishes_its_batch_through_the_
         QueueName=f"work2-{name}", Attributes={"RedrivePolicy": redrive, "VisibilityTimeout": "1"}
     )["QueueUrl"]
     parked_url = sqs.create_queue(QueueName=f"parked-{name}")["QueueUrl"]
-    settings = replace(ls_deps.settings, queue_url=work_url, parked_queue_url=parked_url, max_receive_count=2)
+    settings = replace(
+        ls_deps.settings, work_queue_url=work_url, parked_queue_url=parked_url, max_receive_count=2
+    )
     deps = replace(
         ls_deps, settings=settings, queue=SqsQueue(sqs, work_url), parked=SqsQueue(sqs, parked_url)
     )

@@ -12,6 +12,7 @@ import pymysql
 import pytest
 
 from fixtures.apigw import TEST_API_KEY
+from fixtures.events import UNZIP_DLQ_ARN
 from pdfbatch.config import Settings, parse_mysql_url
 from pdfbatch.ops.devdb import USERS_DDL as DEV_USERS_DDL
 
@@ -87,7 +88,13 @@ def add_users(conn: Any, *emails: str, pdf_url: str | None = None) -> dict[str, 
 def settings(mysql_url: str, run_id: str) -> Settings:
     """Settings for one test: its own bucket name, the test database, Redis db 15, the test API key."""
     base = Settings.from_env({"PDFBATCH_MYSQL_URL": mysql_url, "PDFBATCH_REDIS_URL": TEST_REDIS_URL})
-    return replace(base, bucket=f"pdfbatch-test-{run_id}", stage_workers=4, api_key=TEST_API_KEY)
+    return replace(
+        base,
+        bucket=f"pdfbatch-test-{run_id}",
+        stage_workers=4,
+        api_key=TEST_API_KEY,
+        unzip_dlq_arn=UNZIP_DLQ_ARN,
+    )
 
 
 @pytest.fixture()
@@ -109,7 +116,7 @@ def deps(moto_aws: None, db: Any, settings: Settings) -> Iterator[Any]:
     s3.create_bucket(Bucket=settings.bucket)
     s3.put_bucket_versioning(Bucket=settings.bucket, VersioningConfiguration={"Status": "Enabled"})
     queue_url = sqs.create_queue(QueueName=f"work-{settings.bucket}")["QueueUrl"]
-    settings = replace(settings, queue_url=queue_url)
+    settings = replace(settings, work_queue_url=queue_url)
     ledger = MysqlLedger(MysqlClient.from_url(settings.mysql_url), settings.users)
     progress = RedisProgress.from_url(settings.redis_url, settings.progress_ttl_seconds)
     d = Deps(

@@ -486,7 +486,7 @@ class Soak:
                     {"PDFBATCH_MYSQL_URL": self.direct_mysql, "PDFBATCH_REDIS_URL": self.direct_redis}
                 ),
                 bucket=self.outputs["BucketName"],
-                queue_url=self.outputs["QueueUrl"],
+                work_queue_url=self.outputs["QueueUrl"],
                 endpoint_url=self.endpoint,
                 region=REGION,
             )

@@ -41,9 +41,9 @@ from pdfbatch.callback_security import (
     verify,
 )
 from pdfbatch.config import Settings
-from pdfbatch.errors import ConfigError, InvalidInput
+from pdfbatch.errors import ConfigError, DependencyUnavailable, InvalidInput
 from pdfbatch.services import callback_delivery as service
-from pdfbatch.services import staging
+from pdfbatch.services import redelivery, staging
 from pdfbatch.services.deps import Deps
 
 SECRET = "whsec-test-0123456789"
@@ -399,11 +399,10 @@ class Receiver:
 
 
 class Visibility:
-    """The callback queue as the deliverer uses it (backoff only); ``work`` is the pipeline's queue."""
+    """The callback queue as the deliverer uses it (backoff only)."""
 
-    def __init__(self, work: Any) -> None:
+    def __init__(self) -> None:
         self.delays: list[int] = []
-        self.work = work
 
     def send_tasks(self, tasks: Any) -> None:
         raise AssertionError("the deliverer never sends")
@@ -418,8 +417,6 @@ def _finished_batch(
     """A batch created with ``url``, uploaded and processed to COMPLETED; (batch id, its event message)."""
     from pdfbatch.services import batches
 
-    queue: Any = deps.queue
-    deps = replace(deps, queue=queue.work)  # the pipeline runs on the work queue
     created = batches.create_batch(deps, callback_url=url)
     batch_id = created["batchId"]
     ledger: Any = deps.ledger
@@ -435,7 +432,7 @@ def _finished_batch(
 @pytest.fixture()
 def local(deps: Deps) -> Deps:
     return replace(
-        _local(deps, callback_attempts=4, callback_retry_base_seconds=30), queue=Visibility(deps.queue)
+        _local(deps, callback_attempts=4, callback_retry_base_seconds=30), callback_queue=Visibility()
     )
 
 
@@ -456,7 +453,7 @@ def test_a_delivery_down_twice_is_retried_with_backoff_and_every_attempt_is_reco
     assert all(body == summary for _, body, _ in receiver.got)
     assert {h[callback_security.DELIVERY_HEADER] for _, _, h in receiver.got} == {message.delivery_id}
     assert receiver.got[0][0].addresses == ("127.0.0.1",) and receiver.got[0][0].path == "/hook?k=1"
-    queue: Any = local.queue
+    queue: Any = local.callback_queue
     assert queue.delays == [30, 60]
     log: Any = local.callbacks
     rows = log.attempts(batch_id)
@@ -501,7 +498,7 @@ def test_the_last_attempt_is_recorded_and_handed_to_the_dlq_at_once(local: Deps)
     receiver = Receiver(local.clock, [500])  # type: ignore[arg-type]
     with pytest.raises(service.DeliveryFailed):
         service.deliver(local, message, local.settings.callback_attempts, "rh", post=receiver)
-    queue: Any = local.queue
+    queue: Any = local.callback_queue
     assert queue.delays == [0]  # visible now: SQS moves it to the DLQ on its next receive
     log: Any = local.callbacks
     assert [r.http_status for r in log.attempts(batch_id)] == [500]
@@ -619,7 +616,8 @@ def test_any_message_body_is_a_delivery_or_invalid_input(body: str) -> None:
 
 def test_retry_delay_doubles_up_to_the_cap(deps: Deps) -> None:
     s = replace(deps.settings, callback_retry_base_seconds=30, callback_retry_max_seconds=3600)
-    assert [service.retry_delay(s, a) for a in range(1, 10)] == [30, 60, 120, 240, 480, 960, 1920, 3600, 3600]
+    delays = [redelivery.callback_retry_delay(s, a) for a in range(1, 10)]
+    assert delays == [30, 60, 120, 240, 480, 960, 1920, 3600, 3600]
 
 
 def test_the_fake_log_keeps_the_first_url() -> None:
@@ -644,7 +642,7 @@ def test_the_handler_drops_a_malformed_message_and_reports_a_failed_delivery_for
     handler = load_handler("deliver_callbacks")
     answer = handler.handler({"Records": [bad, good]}, Context())
     assert answer == {"batchItemFailures": [{"itemIdentifier": good["messageId"]}]}
-    queue: Any = local.queue
+    queue: Any = local.callback_queue
     assert queue.delays == [60]  # the second attempt's backoff: 30 s doubled
     log: Any = local.callbacks
     assert [(r.attempt, r.http_status, r.error) for r in log.attempts(batch_id)] == [
@@ -688,7 +686,7 @@ def test_a_timeout_on_the_fast_lane_is_recorded_and_the_delivery_goes_on_on_the_
     assert service.deliver(deps, message, 1, "rh", post=post) == "moved_to_slow_lane"
     # THEN it is recorded, the fast queue's message is done (no backoff there), and the delivery is queued
     # on the slow lane after the first backoff, with its attempt count
-    fast: Any = deps.queue
+    fast: Any = deps.callback_queue
     assert fast.delays == []
     ((moved, delay),) = slow.sent
     assert delay == 30 and moved["attemptsBefore"] == 1 and moved["deliveryId"] == message.delivery_id
@@ -718,10 +716,33 @@ def test_without_a_slow_lane_a_timeout_backs_off_like_any_failure(local: Deps) -
     # WHEN the attempt runs THEN it is recorded and the message backed off on its queue
     with pytest.raises(service.DeliveryFailed, match="timeout"):
         service.deliver(local, message, 1, "rh", post=receiver)
-    queue: Any = local.queue
+    queue: Any = local.callback_queue
     assert queue.delays == [30]
     log: Any = local.callbacks
     assert [(r.attempt, r.error) for r in log.attempts(batch_id)] == [(1, "timeout")]
+
+
+class RefusingQueue:
+    """A callback queue whose visibility changes SQS refuses (down, or an expired receipt handle)."""
+
+    def change_visibility(self, receipt_handle: str, delay_seconds: int) -> None:
+        raise DependencyUnavailable("sqs", "ServiceUnavailable")
+
+    def send_json(self, message: Any, delay_seconds: int = 0) -> None:
+        raise AssertionError("the deliverer never sends on the fast lane")
+
+
+def test_a_backoff_sqs_refuses_still_fails_the_delivery_with_its_own_error(local: Deps) -> None:
+    # GIVEN a finished batch whose receiver is down, and a callback queue that refuses the backoff
+    batch_id, event = _finished_batch(local)
+    deps = replace(local, callback_queue=RefusingQueue())
+    message = service.parse_message(json.dumps(event))
+    # WHEN an attempt fails THEN the message fails with the delivery's error, as a file message's does
+    # (services/redelivery.py: it comes back after the visibility timeout), and the attempt is recorded
+    with pytest.raises(service.DeliveryFailed, match="http_503"):
+        service.deliver(deps, message, 1, "rh", post=Receiver(local.clock, [503]))  # type: ignore[arg-type]
+    log: Any = deps.callbacks
+    assert [(r.attempt, r.error) for r in log.attempts(batch_id)] == [(1, "http_503")]
 
 
 def test_one_invocation_delivers_its_records_side_by_side_and_routes_each_to_its_lane(

@@ -28,7 +28,7 @@ from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch.config import Settings
 from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.model import FileResult, final_key
-from pdfbatch.services import batches, processing, staging, views
+from pdfbatch.services import batches, redelivery, staging, views
 from pdfbatch.services.deps import Deps
 from pdfbatch.tenants import ADMIN
 
@@ -59,22 +59,22 @@ def crash_once(target: Callable[..., Any], error: BaseException) -> Callable[...
 
 def test_backoff_doubles_per_receive_up_to_the_cap_with_jitter_in_the_upper_half() -> None:
     s = Settings(retry_base_seconds=30, retry_max_seconds=900)
-    lowest = [processing.retry_delay(s, n, lambda: 0.0) for n in range(1, 9)]
-    highest = [processing.retry_delay(s, n, lambda: 0.999999) for n in range(1, 9)]
+    lowest = [redelivery.file_retry_delay(s, n, lambda: 0.0) for n in range(1, 9)]
+    highest = [redelivery.file_retry_delay(s, n, lambda: 0.999999) for n in range(1, 9)]
     assert lowest == [15, 30, 60, 120, 240, 450, 450, 450]
     assert highest == [29, 59, 119, 239, 479, 899, 899, 899]
     # a message received a thousand times does not overflow or exceed SQS's limits
-    assert processing.retry_delay(s, 1000, lambda: 0.5) == 675
+    assert redelivery.file_retry_delay(s, 1000, lambda: 0.5) == 675
 
 
 def test_backoff_is_applied_to_the_received_message(deps: Deps) -> None:
     # GIVEN a work message received from the queue
     sqs: Any = deps.queue.client  # type: ignore[union-attr]
-    url = deps.settings.queue_url
+    url = deps.settings.work_queue_url
     sqs.send_message(QueueUrl=url, MessageBody="{}")
     (msg,) = sqs.receive_message(QueueUrl=url, VisibilityTimeout=0)["Messages"]
     # WHEN its processing failed on the second receive
-    delay = processing.retry_later(deps, msg["ReceiptHandle"], 2, rng=lambda: 0.0)
+    delay = redelivery.retry_later(deps, msg["ReceiptHandle"], 2, rng=lambda: 0.0)
     # THEN it is hidden for the backoff (here 30 s), not returned at once
     assert delay == deps.settings.retry_base_seconds
     assert sqs.receive_message(QueueUrl=url).get("Messages", []) == []
@@ -83,7 +83,7 @@ def test_backoff_is_applied_to_the_received_message(deps: Deps) -> None:
 def test_backoff_that_cannot_be_applied_is_reported_not_raised(deps: Deps) -> None:
     # GIVEN an SQS that refuses the visibility change (an expired receipt handle)
     # WHEN the backoff is applied THEN the caller's own error is what propagates, not this one
-    assert processing.retry_later(deps, "not-a-receipt-handle", 1) is None
+    assert redelivery.retry_later(deps, "not-a-receipt-handle", 1) is None
 
 
 # --- the orphan copy ----------------------------------------------------------------------------

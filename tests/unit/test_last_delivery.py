@@ -8,6 +8,7 @@ worker process and LocalStack's redrive: tests/integration/test_faults.py.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -15,14 +16,15 @@ import pytest
 from fakes import FakeLedger
 from fixtures import pdfs
 from fixtures.apigw import Context, load_handler
-from fixtures.events import sqs_event_of
+from fixtures.events import UNZIP_DLQ_ARN, s3_event, sqs_event_of
 from fixtures.pipeline import assert_counters_match_ledger, process_all, upload
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch.adapters.sqs import SqsQueue
-from pdfbatch.errors import DependencyUnavailable
-from pdfbatch.services import processing, staging
+from pdfbatch.errors import ConfigError, DependencyUnavailable
+from pdfbatch.services import processing, staging, views
 from pdfbatch.services.deps import Deps
 from pdfbatch.services.processing import FILE_MARGIN_SECONDS
+from pdfbatch.tenants import ADMIN
 
 DLQ_ARN = "arn:aws:sqs:us-east-1:000000000000:work-dlq"
 
@@ -52,7 +54,7 @@ def staged(deps: Deps, n: int = 2) -> tuple[str, list[dict[str, Any]]]:
     report = staging.stage_zip(deps, upload(deps, make_zip(entries)))
     sqs: Any = deps.queue.client  # type: ignore[union-attr]
     got = sqs.receive_message(
-        QueueUrl=deps.settings.queue_url,
+        QueueUrl=deps.settings.work_queue_url,
         MaxNumberOfMessages=10,
         AttributeNames=["All"],
         VisibilityTimeout=600,
@@ -82,7 +84,9 @@ def test_a_message_arriving_with_less_than_a_file_budget_left_is_released_untrie
     # THEN neither is tried: both are reported failed (SQS keeps them) and visible again at once,
     assert {f["itemIdentifier"] for f in result["batchItemFailures"]} == {m["MessageId"] for m in msgs}
     sqs: Any = deps.queue.client  # type: ignore[union-attr]
-    back = sqs.receive_message(QueueUrl=deps.settings.queue_url, MaxNumberOfMessages=10, VisibilityTimeout=0)
+    back = sqs.receive_message(
+        QueueUrl=deps.settings.work_queue_url, MaxNumberOfMessages=10, VisibilityTimeout=0
+    )
     assert len(back.get("Messages", [])) == 2
     # no attempt is counted and nothing is recorded, not even on the last receive
     ledger = deps.ledger
@@ -167,3 +171,62 @@ def test_settle_dead_letter_drops_a_message_with_no_ledger_row(deps: Deps, parke
 
     assert processing.settle_dead_letter(deps, FileTask("e" * 32, 0, "staging/x.pdf", "b")) is None
     assert parked_bodies(parked) == []
+
+
+# --- (c) dead letters are routed by the queue they come from ---------------------------------------
+
+
+def _failed_upload_record(deps: Deps) -> tuple[str, dict[str, Any]]:
+    """An upload unzip never got to, and the OnFailure destination record of its S3 event (a message)."""
+    key = "uploads/never.zip"
+    event = s3_event(deps.settings.bucket, key, 10, "0A")
+    body = {"requestPayload": event, "responsePayload": {"errorType": "Sandbox.Timedout"}}
+    message = {"MessageId": "m-upload", "ReceiptHandle": "rh-upload", "Body": json.dumps(body)}
+    message.update(Attributes={"ApproximateReceiveCount": "1", "SentTimestamp": "1"}, MD5OfBody="")
+    return key, message
+
+
+@pytest.mark.parametrize("from_unzip_dlq", [True, False])
+def test_a_failed_upload_record_fails_its_batch_only_from_the_unzip_dlq(
+    deps: Deps, parked: SqsQueue, from_unzip_dlq: bool
+) -> None:
+    # GIVEN the failure record of an S3 event unzip never got to
+    key, message = _failed_upload_record(deps)
+    arn = UNZIP_DLQ_ARN if from_unzip_dlq else DLQ_ARN
+    # WHEN it arrives on the unzip DLQ, or (misrouted) on the work DLQ
+    result = load_handler("unzip").handler(sqs_event_of([message], arn=arn), Context())
+    # THEN only the unzip DLQ's copy ends a batch (FAILED unzip_failed); on the work DLQ it is no work
+    # message, dropped, and no batch appears
+    assert result == {"batchItemFailures": []}
+    found = [
+        views.batch_status(deps, b["batchId"], caller=ADMIN)
+        for b in views.find_batches(deps, key, caller=ADMIN)["batches"]
+    ]
+    expected = [("FAILED", "unzip_failed")] if from_unzip_dlq else []
+    assert [(b["status"], b["reason"]) for b in found] == expected
+
+
+@pytest.mark.parametrize("from_unzip_dlq", [True, False])
+def test_a_work_message_is_settled_as_a_file_only_from_a_file_dlq(
+    deps: Deps, parked: SqsQueue, from_unzip_dlq: bool
+) -> None:
+    # GIVEN a staged file whose work message has no outcome
+    batch_id, msgs = staged(deps, 1)
+    arn = UNZIP_DLQ_ARN if from_unzip_dlq else DLQ_ARN
+    # WHEN the message arrives on the work DLQ, or (misrouted) on the unzip DLQ
+    result = load_handler("unzip").handler(sqs_event_of(msgs, arn=arn), Context())
+    # THEN only the work DLQ's copy records the file gave_up (and parks it); the unzip DLQ's names no
+    # S3 upload, so it is dropped and the file is left to its own queue
+    assert result == {"batchItemFailures": []}
+    status = assert_counters_match_ledger(deps, batch_id)
+    assert status["status"] == ("PROCESSING" if from_unzip_dlq else "COMPLETED")
+    assert len(parked_bodies(parked)) == (0 if from_unzip_dlq else 1)
+
+
+def test_unzip_refuses_dead_letters_when_it_cannot_tell_the_queues_apart(deps: Deps) -> None:
+    # GIVEN unzip deployed without PDFBATCH_UNZIP_DLQ_ARN
+    deps.settings = replace(deps.settings, unzip_dlq_arn="")
+    _, message = _failed_upload_record(deps)
+    # WHEN a dead letter arrives THEN the invocation fails naming the variable (SQS keeps the message)
+    with pytest.raises(ConfigError, match="PDFBATCH_UNZIP_DLQ_ARN"):
+        load_handler("unzip").handler(sqs_event_of([message], arn=UNZIP_DLQ_ARN), Context())

@@ -200,7 +200,7 @@ def test_a_worker_killed_between_the_mark_and_the_send_loses_nothing(
 
 def _work_messages(deps: Deps) -> list[dict[str, Any]]:
     sqs: Any = deps.queue.client  # type: ignore[union-attr]
-    got = sqs.receive_message(QueueUrl=deps.settings.queue_url, MaxNumberOfMessages=10)
+    got = sqs.receive_message(QueueUrl=deps.settings.work_queue_url, MaxNumberOfMessages=10)
     return [json.loads(m["Body"]) for m in got.get("Messages", [])]
 
 

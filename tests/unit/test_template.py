@@ -215,6 +215,15 @@ def test_the_work_dlq_is_consumed_so_a_file_whose_last_delivery_died_still_ends(
     assert template["Outputs"]["ParkedQueueUrl"]["Value"] == {"Ref": "ParkedQueue"}
 
 
+def test_unzip_tells_its_dead_letter_queues_apart_by_their_arn(template: dict[str, Any]) -> None:
+    # GIVEN unzip's three dead-letter event sources
+    for queue in ("UnzipDeadLetterQueue", "DeadLetterQueue", "OcrDeadLetterQueue"):
+        assert sqs_mapping(template, queue)[0] == "UnzipFunction"
+    # THEN it is told which one carries failed S3 events (the others carry file dead letters)
+    env = function(template, "UnzipFunction")["Environment"]["Variables"]
+    assert env["PDFBATCH_UNZIP_DLQ_ARN"] == {"Fn::GetAtt": ["UnzipDeadLetterQueue", "Arn"]}
+
+
 def test_the_ocr_lane_has_its_own_queue_dlq_budget_and_page_limit(template: dict[str, Any]) -> None:
     from pdfbatch.services.processing import FILE_MARGIN_SECONDS
 
@@ -229,7 +238,7 @@ def test_the_ocr_lane_has_its_own_queue_dlq_budget_and_page_limit(template: dict
     # Tesseract on one thread, and its timeout holds the largest budget and one file's margin
     ocr = function(template, "OcrPdfFunction")
     env = ocr["Environment"]["Variables"]
-    assert env["PDFBATCH_QUEUE_URL"] == {"Ref": "OcrQueue"}
+    assert env["PDFBATCH_OCR_QUEUE_URL"] == {"Ref": "OcrQueue"}
     assert env["PDFBATCH_OCR_BUDGET_SECONDS"] == {"Ref": "OcrBudgetSeconds"}
     assert env["PDFBATCH_OCR_MAX_PAGES"] == {"Ref": "OcrMaxPages"}
     assert env["OMP_THREAD_LIMIT"] == "1"
@@ -406,7 +415,7 @@ def test_functions_get_every_variable_they_need(template: dict[str, Any]) -> Non
         env = props["Environment"]["Variables"]
         assert {"PDFBATCH_BUCKET", "PDFBATCH_MYSQL_URL", "PDFBATCH_REDIS_URL"} <= set(env)
     for name in ("UnzipFunction", "ProcessPdfFunction"):  # process_pdf: to back off a failed message
-        assert function(template, name)["Environment"]["Variables"]["PDFBATCH_QUEUE_URL"] == {
+        assert function(template, name)["Environment"]["Variables"]["PDFBATCH_WORK_QUEUE_URL"] == {
             "Ref": "WorkQueue"
         }
 
@@ -701,7 +710,7 @@ def test_only_deliver_callbacks_reads_the_signing_secret_and_only_reports(templa
     env = function(template, "DeliverCallbacksFunction")["Environment"]["Variables"]
     assert env["PDFBATCH_CALLBACK_SECRET"] == {"Ref": "CallbackSecret"}
     assert env["PDFBATCH_CALLBACK_TENANT_ROOT"] == {"Ref": "CallbackTenantRoot"}
-    assert env["PDFBATCH_QUEUE_URL"] == {"Ref": "CallbackQueue"}
+    assert env["PDFBATCH_CALLBACK_QUEUE_URL"] == {"Ref": "CallbackQueue"}
     assert env["PDFBATCH_CALLBACK_SLOW_QUEUE_URL"] == {"Ref": "SlowCallbackQueue"}
     assert env["PDFBATCH_CALLBACK_SLOW_QUEUE_ARN"] == {"Fn::GetAtt": ["SlowCallbackQueue", "Arn"]}
     slow = template["Resources"]["SlowCallbackQueue"]["Properties"]

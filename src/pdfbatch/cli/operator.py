@@ -69,11 +69,11 @@ def ops_deps() -> tuple[Any, dict[str, str]]:
         settings = replace(
             Settings.from_env(),  # PDFBATCH_MYSQL_URL / PDFBATCH_REDIS_URL as checked above
             bucket=outputs["BucketName"],
-            queue_url=outputs["QueueUrl"],
+            work_queue_url=outputs["QueueUrl"],
             endpoint_url=endpoint_url(),
             region=region(),
         )
-        return build_deps(settings, need_queue=True, ensure_schema=False), outputs
+        return build_deps(settings, need_queue="work_queue_url", ensure_schema=False), outputs
 
 
 def dead_letters(deps: Any, outputs: dict[str, str]) -> Any:

@@ -3,7 +3,8 @@
 - ``tally``       counted once, completes once, the ledger wins (every other module leans on it)
 - ``batches``     batch ids, upload tokens, creating a batch, ending one that never got its ZIP
 - ``staging``     unzip: inspect the ZIP, stage each PDF, queue one message per file
-- ``processing``  process_pdf: one staged PDF to one outcome; backoff and giving up
+- ``processing``  process_pdf: one staged PDF to one outcome; giving up on the last receive
+- ``redelivery``  backoff (files jittered, callbacks not), making a message visible now, OutOfTime
 - ``views``       the status API's reads (batch status, files, find by key)
 - ``settle``      on a schedule, what a read would settle for batches nobody reads
 - ``operations``  the operator's retry, dead letters and redrive

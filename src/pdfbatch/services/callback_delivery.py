@@ -14,7 +14,7 @@ How a delivery travels (docs/ARCHITECTURE.md):
 4. ``deliver``: the URL is checked again (resolved, every address checked), the summary read from S3
    and POSTed, signed, to the checked address. Every attempt is recorded first (``begin_attempt``,
    one row per delivery and SQS receive: a duplicate message finds its row taken and does nothing),
-   then its answer. A failure hides the message for ``retry_delay`` and fails it; after
+   then its answer. A failure hides the message for ``redelivery.callback_retry_delay`` and fails it; after
    PDFBATCH_CALLBACK_ATTEMPTS receives SQS moves it to the callback DLQ (replay it once fixed).
 5. Two lanes, so one slow receiver cannot hold up everybody's deliveries. Every attempt has one deadline
    for connect, headers and body (adapters/webhook.py): 3 s on the fast lane (the callback queue), where
@@ -43,6 +43,7 @@ from pdfbatch.errors import ConfigError, InvalidInput, NotFound
 from pdfbatch.logs import logger
 from pdfbatch.model import FINAL_STATUSES, is_batch_id
 from pdfbatch.ports import BatchRow, CallbackAttempt, CallbackLog, TenantKeys
+from pdfbatch.services import redelivery
 from pdfbatch.services.deps import Deps, iso
 
 FIRST, REPLAY = "first", "replay"
@@ -271,12 +272,6 @@ def parse_message(body: str) -> Delivery:
     return Delivery(batch_id, delivery_id, kind, before)
 
 
-def retry_delay(settings: Settings, attempt: int) -> int:
-    """Seconds before the next attempt: base * 2^(attempt-1), capped."""
-    base, most = settings.callback_retry_base_seconds, settings.callback_retry_max_seconds
-    return int(min(most, base * 2 ** min(max(attempt - 1, 0), 30)))
-
-
 def deliver(
     deps: Deps,
     message: Delivery,
@@ -347,13 +342,13 @@ def deliver(
     if lane == FAST and result.error == "timeout" and deps.slow_callbacks is not None:
         # Sent before this message is deleted (it is, once this returns): a crash in between sends it
         # twice, and the second copy finds its attempt recorded ("duplicate") or the delivery done.
-        delay = min(900, retry_delay(s, attempt))
+        delay = min(900, redelivery.callback_retry_delay(s, attempt))
         moved = Delivery(message.batch_id, message.delivery_id, message.kind, attempt)
         deps.slow_callbacks.send_json(moved.to_message(), delay)
         logger.warning("callback timed out; moved to the slow lane", extra={**extra, "retry_in": delay})
         return "moved_to_slow_lane"
     if received < s.callback_attempts:
-        delay = retry_delay(s, attempt)
+        delay = redelivery.callback_retry_delay(s, attempt)
         if receipt_handle is not None:
             _back_off(deps, receipt_handle, delay, lane)
         logger.warning("callback failed; retried later", extra={**extra, "retry_in": delay})
@@ -407,12 +402,12 @@ def _attempt(
 
 
 def _back_off(deps: Deps, receipt_handle: str, delay: int, lane: str = FAST) -> None:
-    queue = deps.slow_callbacks if lane == SLOW else deps.queue
+    queue = deps.slow_callbacks if lane == SLOW else deps.callback_queue
     if queue is None:
         raise ConfigError(
-            f"the {lane} callback queue is not set (PDFBATCH_QUEUE_URL, _CALLBACK_SLOW_QUEUE_URL)"
+            f"the {lane} callback queue is not set (PDFBATCH_CALLBACK_QUEUE_URL, _CALLBACK_SLOW_QUEUE_URL)"
         )
-    queue.change_visibility(receipt_handle, delay)
+    redelivery.change_visibility(queue, receipt_handle, delay)
 
 
 def _log(deps: Deps) -> CallbackLog:

@@ -35,13 +35,14 @@ class Deps:
     ledger: Ledger
     users: Users
     progress: Progress
-    queue: WorkQueue | None = None
+    queue: WorkQueue | None = None  # the work queue: unzip sends, process_pdf backs off
     clock: Callable[[], float] = time.time
     parked: WorkQueue | None = None  # where work dead letters recorded gave_up wait for `dlq --redrive`
     events: Events | None = None  # EventBridge's default bus (completion events); None: not announced
     callbacks: CallbackLog | None = None  # callback URLs and delivery attempts; None: callbacks refused
     tenants: TenantKeys | None = None  # tenant keys (tenants.py); None: no tenants, only the admin key
-    ocr_queue: WorkQueue | None = None  # the OCR lane's queue (process_pdf sends scans); None: no lane
+    ocr_queue: WorkQueue | None = None  # the OCR lane's queue (process_pdf sends, ocr_pdf backs off)
+    callback_queue: MessageQueue | None = None  # the callback queue (fast lane): deliver_callbacks backs off
     slow_callbacks: MessageQueue | None = None  # the slow callback lane's queue; None: one lane only
 
 

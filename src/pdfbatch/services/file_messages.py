@@ -23,12 +23,11 @@ from pdfbatch.errors import InvalidInput
 from pdfbatch.logs import logger
 from pdfbatch.metrics import queue_age
 from pdfbatch.model import FileTask, Lane
-from pdfbatch.services import processing
+from pdfbatch.services import processing, redelivery
 from pdfbatch.services.deps import Deps
+from pdfbatch.services.redelivery import OutOfTime
 
-
-class OutOfTime(Exception):
-    """Too little of the invocation is left to start a file: its message goes back untried."""
+__all__ = ["FileMessage", "OutOfTime", "handle"]
 
 
 @dataclass(frozen=True)
@@ -81,7 +80,7 @@ def handle(
         and remaining_ms is not None
         and not processing.has_time_for_a_file(deps.settings, remaining_ms, lane)
     ):
-        processing.release_unstarted(deps, message.receipt_handle)
+        redelivery.release_now(deps, message.receipt_handle, lane)
         logger.info(
             "too little time left for a file; message released", extra={"index": task.index, "lane": lane}
         )
@@ -96,8 +95,8 @@ def handle(
         work(task)
     except Exception:
         # The message fails either way (SQS redelivers it, or moves it to the lane's DLQ after the last
-        # try); deps.queue is the lane's own queue, so backoff and give_up act on the right one.
-        processing.on_failed_attempt(deps, task, message.receipt_handle, message.receive_count)
+        # try); the backoff acts on the lane's own queue (redelivery.lane_queue).
+        processing.on_failed_attempt(deps, task, message.receipt_handle, message.receive_count, lane)
         raise
     finally:
         logger.remove_keys(list(keys))

@@ -52,7 +52,7 @@ def retry_batch(deps: Deps, batch_id: str, *, failed_only: bool = False) -> Retr
     if batch.total_files is None:
         raise InvalidInput(f"batch {batch_id} has not been unpacked yet")
     if deps.queue is None:
-        raise InvalidInput("retry needs the work queue (PDFBATCH_QUEUE_URL)")
+        raise InvalidInput("retry needs the work queue (PDFBATCH_WORK_QUEUE_URL)")
     logger.append_keys(batch_id=batch_id)
     report = RetryReport(batch_id)
     recorded: list[FileRow] = []
@@ -180,7 +180,7 @@ def redrive_dead_letters(
     point leaves the message in the DLQ or on the work queue, never nowhere.
     """
     if deps.queue is None:
-        raise InvalidInput("redrive needs the work queue (PDFBATCH_QUEUE_URL)")
+        raise InvalidInput("redrive needs the work queue (PDFBATCH_WORK_QUEUE_URL)")
     report = RedriveReport()
     seen: set[str] = set()
     while limit is None or len(seen) < limit:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from pdfbatch.errors import DependencyUnavailable, NotFound, PdfRejected, UsersT
 from pdfbatch.logs import logger
 from pdfbatch.model import FileResult, FileTask, Lane, Outcome, Reason, final_key
 from pdfbatch.ports import FileRow, UserRow
-from pdfbatch.services import tally
+from pdfbatch.services import redelivery, tally
 from pdfbatch.services.deps import Deps
 
 if TYPE_CHECKING:
@@ -558,50 +557,9 @@ def give_up(deps: Deps, task: FileTask, reason: str = Reason.GAVE_UP) -> FileRow
     return stored
 
 
-def retry_delay(settings: Settings, receive_count: int, rng: Callable[[], float] = random.random) -> int:
-    """Seconds before a failed message is seen again: doubling per receive from the base, capped.
-
-    Equal jitter (half fixed, half random): messages that failed together (MySQL down) come back
-    spread out, and never sooner than half the step, so an outage is waited out rather than hammered.
-    """
-    doublings = min(max(receive_count - 1, 0), 30)
-    ceiling = min(settings.retry_max_seconds, settings.retry_base_seconds * 2**doublings)
-    return int(ceiling / 2 + rng() * ceiling / 2)
-
-
-def retry_later(
-    deps: Deps, receipt_handle: str, receive_count: int, rng: Callable[[], float] = random.random
-) -> int | None:
-    """Back off a failed work message (ChangeMessageVisibility); return the delay, None if not applied."""
-    if deps.queue is None:
-        logger.warning("no work queue configured (PDFBATCH_QUEUE_URL); retry without backoff")
-        return None
-    delay = retry_delay(deps.settings, receive_count, rng)
-    try:
-        deps.queue.change_visibility(receipt_handle, delay)
-    except DependencyUnavailable as exc:
-        # The message still comes back, after the queue's visibility timeout instead.
-        logger.warning("backoff not applied", extra={"dependency": exc.dependency, "error": str(exc)})
-        return None
-    logger.info("message will be retried", extra={"delay_seconds": delay, "receive_count": receive_count})
-    return delay
-
-
-def dead_letter_now(deps: Deps, receipt_handle: str) -> None:
-    """After a failed last receive: visible again now, so SQS moves it to the DLQ at its next receive.
-
-    Without this it would wait out the queue's visibility timeout first (the file is already recorded).
-    """
-    if deps.queue is None:
-        logger.warning("no work queue configured (PDFBATCH_QUEUE_URL); the DLQ gets it after the timeout")
-        return
-    try:
-        deps.queue.change_visibility(receipt_handle, 0)
-    except DependencyUnavailable as exc:
-        logger.warning("message not released to the DLQ early", extra={"dependency": exc.dependency})
-
-
-def on_failed_attempt(deps: Deps, task: FileTask, receipt_handle: str, receive_count: int) -> None:
+def on_failed_attempt(
+    deps: Deps, task: FileTask, receipt_handle: str, receive_count: int, lane: Lane = Lane.TEXT
+) -> None:
     """A delivery of ``task`` raised: back it off, or on its last receive record it failed/gave_up.
 
     Call it while handling the error, then re-raise: anything a retry may fix propagates, so SQS
@@ -611,11 +569,13 @@ def on_failed_attempt(deps: Deps, task: FileTask, receipt_handle: str, receive_c
     """
     if receive_count < deps.settings.max_receive_count:
         logger.exception("file attempt failed; will be retried", extra={"receive_count": receive_count})
-        retry_later(deps, receipt_handle, receive_count)  # exponential backoff
+        redelivery.retry_later(deps, receipt_handle, receive_count, lane=lane)  # exponential backoff
         return
     logger.exception("file failed on its last delivery", extra={"receive_count": receive_count})
     give_up(deps, task)
-    dead_letter_now(deps, receipt_handle)
+    redelivery.release_now(
+        deps, receipt_handle, lane
+    )  # to the DLQ at its next receive, not after the timeout
 
 
 # --- the invocation's own end ---------------------------------------------------------------------
@@ -634,18 +594,6 @@ def has_time_for_a_file(settings: Settings, remaining_ms: int, lane: Lane = Lane
     limits = settings.limits
     budget = limits.ocr_budget_seconds if lane == Lane.OCR else limits.file_budget_seconds
     return remaining_ms / 1000.0 >= budget + FILE_MARGIN_SECONDS
-
-
-def release_unstarted(deps: Deps, receipt_handle: str) -> None:
-    """Hand a message back untried (visible at once); its file's attempts in the ledger are unchanged."""
-    if deps.queue is None:
-        logger.warning("no work queue configured (PDFBATCH_QUEUE_URL); released after the timeout")
-        return
-    try:
-        deps.queue.change_visibility(receipt_handle, 0)
-    except DependencyUnavailable as exc:
-        # It still comes back, after the queue's visibility timeout.
-        logger.warning("message not released early", extra={"dependency": exc.dependency})
 
 
 def settle_dead_letter(deps: Deps, task: FileTask) -> FileRow | None:

@@ -237,7 +237,7 @@ class _Stager:
 
     def __init__(self, deps: Deps, batch_id: str, bucket: str) -> None:
         if deps.queue is None:
-            raise InvalidInput("unzip needs a work queue (PDFBATCH_QUEUE_URL)")
+            raise InvalidInput("unzip needs a work queue (PDFBATCH_WORK_QUEUE_URL)")
         self.store = deps.store
         self.queue = deps.queue
         self.batch_id = batch_id
