@@ -2,8 +2,9 @@
 
 Two figures, both CPU time in this process (isolate=False: the forked reader's hand-off is the same
 before and after, and CPU time is what a shared 2-core machine measures steadily):
-- the render check per linked résumé (Scan.visibility_seconds: rendering the owner's address twice
-  and comparing the pixels), target <= 2 ms;
+- the render check per linked résumé (Scan.visibility_seconds less the pixel check's time: rendering
+  the owner's address twice and comparing the pixels), target <= 2 ms; the pixel check (issue 26, OCR
+  of the address) has its own row, target <= 30 ms;
 - extraction of a résumé by pdf.scan against the reading before issue 16 (validation, pdfium's text
   of each page ordered by position, the address pattern, the mailto: links; no glyph positions, no
   visibility), target <= 1.3x.
@@ -109,20 +110,31 @@ def run(resumes: int = 100, rounds: int = 3) -> list[Row]:
                 pixel_ms.append(tally.take() * 1000)
             before += _cpu_ms(text_only, docs, 1)
     linked = sum(r.email == d.email for r, d in zip(results[: len(docs)], docs, strict=True))
-    render_ms = statistics.median(r.visibility_seconds * 1000 for r in results)
+    # Scan.visibility_seconds holds the ink check and, since issue 26, the pixel check: the row is the
+    # ink check's (rendering the owner's address twice), the pixel check has its own row
+    render_ms = statistics.median(
+        r.visibility_seconds * 1000 - p for r, p in zip(results, pixel_ms, strict=True)
+    )
     reading_ms = statistics.median((r.extract_seconds - r.visibility_seconds) * 1000 for r in results)
     total_ms = statistics.median(r.extract_seconds * 1000 for r in results)
     before_ms = statistics.median(before)
     note = f"{len(docs)} résumés, {linked} linked; CPU time in this process (isolate=False)"
     return [
-        Row("1", "matching: render check per linked résumé", render_ms, "ms", Target("<=", 2.0, " ms"), note),
+        Row(
+            "1",
+            "matching: render check per linked résumé, pixel check aside",
+            render_ms,
+            "ms",
+            Target("<=", 2.0, " ms"),
+            note,
+        ),
         Row(
             "1",
             "matching: pixel check (OCR of the address) per linked résumé",
             statistics.median(pixel_ms),
             "ms",
             Target("<=", 30.0, " ms"),
-            f"CPU in pdf.pixels.confirm, median of {len(pixel_ms)} scans; part of the render check",
+            f"CPU in pdf.pixels.confirm, median of {len(pixel_ms)} scans; in Scan.visibility_seconds too",
         ),
         Row(
             "1",
@@ -147,6 +159,6 @@ def run(resumes: int = 100, rounds: int = 3) -> list[Row]:
             "matching: extraction cost of the rule, render check included",
             total_ms / before_ms,
             "x",
-            note="the render check runs only for addresses that belong to users",
+            note="the render and pixel checks run only for addresses that belong to users",
         ),
     ]
