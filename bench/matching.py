@@ -119,14 +119,15 @@ def run(resumes: int = 100, rounds: int = 3) -> list[Row]:
     total_ms = statistics.median(r.extract_seconds * 1000 for r in results)
     before_ms = statistics.median(before)
     note = f"{len(docs)} résumés, {linked} linked; CPU time in this process (isolate=False)"
+    render_note = note + "; the pixel check's time aside (its own row)"
     return [
         Row(
             "1",
-            "matching: render check per linked résumé, pixel check aside",
+            "matching: render check per linked résumé",
             render_ms,
             "ms",
             Target("<=", 2.0, " ms"),
-            note,
+            render_note,
         ),
         Row(
             "1",
