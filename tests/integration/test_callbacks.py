@@ -20,7 +20,7 @@ from fixtures import pdfs
 from fixtures.pipeline import drain, upload
 from fixtures.stack import CALLBACK_PORTS, free_port
 from fixtures.zips import zipfile_zip as make_zip
-from pdfbatch import callback_security, delivery
+from pdfbatch import announcement, callback_security
 from pdfbatch.adapters.mysql import MysqlClient
 from pdfbatch.adapters.mysql_callbacks import MysqlCallbackLog
 from pdfbatch.adapters.webhook import post
@@ -167,7 +167,7 @@ def _finished_batch(deps: Deps, url: str) -> tuple[str, service.Delivery]:
 def test_a_receiver_down_for_the_first_attempts_gets_the_delivery_verified(cb_deps: Deps) -> None:
     port = free_port()
     batch_id, message = _finished_batch(cb_deps, f"http://127.0.0.1:{port}/hook?token=t1")
-    summary = cb_deps.store.get_bytes(cb_deps.settings.bucket, delivery.report_keys(batch_id)["summary"])
+    summary = cb_deps.store.get_bytes(cb_deps.settings.bucket, announcement.report_keys(batch_id)["summary"])
     # attempt 1: the server answers 503
     with Server(port, [503]) as first:
         with pytest.raises(service.DeliveryFailed, match="http_503"):

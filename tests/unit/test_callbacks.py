@@ -28,7 +28,7 @@ from fixtures.examples import examples
 from fixtures.pipeline import drain, upload
 from fixtures.stack import CALLBACK_PORTS
 from fixtures.zips import zipfile_zip as make_zip
-from pdfbatch import bootstrap, callback_security, delivery
+from pdfbatch import announcement, bootstrap, callback_security
 from pdfbatch.adapters.webhook import PostResult
 from pdfbatch.callback_security import (
     AllowList,
@@ -449,7 +449,7 @@ def test_a_delivery_down_twice_is_retried_with_backoff_and_every_attempt_is_reco
         clock.advance(60)
     assert service.deliver(local, message, 3, "rh", post=receiver) == "delivered"
     # THEN the body is summary.json byte for byte, signed, and the delays doubled
-    summary = local.store.get_bytes(local.settings.bucket, delivery.report_keys(batch_id)["summary"])
+    summary = local.store.get_bytes(local.settings.bucket, announcement.report_keys(batch_id)["summary"])
     assert all(body == summary for _, body, _ in receiver.got)
     assert {h[callback_security.DELIVERY_HEADER] for _, _, h in receiver.got} == {message.delivery_id}
     assert receiver.got[0][0].addresses == ("127.0.0.1",) and receiver.got[0][0].path == "/hook?k=1"

@@ -17,7 +17,7 @@ from fakes import FakeLedger, FakeProgress
 from fixtures import pdfs
 from fixtures.pipeline import BUCKET, drain, upload
 from fixtures.zips import zipfile_zip as make_zip
-from pdfbatch import delivery
+from pdfbatch import announcement
 from pdfbatch.model import staging_key
 from pdfbatch.ops.invariants import ExpectedUpload, Oracle, Report, S3Keys, Sources, check
 from pdfbatch.services import staging
@@ -344,7 +344,7 @@ def test_a_final_batch_never_announced_is_reported(deps: Deps, ledger: FakeLedge
 
 def test_a_missing_report_file_is_reported(deps: Deps) -> None:
     run = run_batch(deps)
-    deps.store.delete(BUCKET, delivery.report_keys(run.batch_id)["csv"])
+    deps.store.delete(BUCKET, announcement.report_keys(run.batch_id)["csv"])
     report = verify(deps, run)
     broken_only(report, "reports_match_ledger")
     assert report.result("reports_match_ledger").examples[0]["missing"] == ["csv"]

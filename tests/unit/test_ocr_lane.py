@@ -26,7 +26,7 @@ from fixtures.events import sqs_event_of
 from fixtures.examples import examples
 from fixtures.pipeline import assert_counters_match_ledger, drain, files_by_name, upload
 from fixtures.zips import zipfile_zip as make_zip
-from pdfbatch import delivery
+from pdfbatch import announcement
 from pdfbatch.adapters.sqs import SqsQueue
 from pdfbatch.config import Limits
 from pdfbatch.errors import DependencyUnavailable
@@ -222,8 +222,8 @@ def test_a_scan_naming_a_user_is_linked_through_the_text_path_with_source_ocr(
     status = assert_counters_match_ledger(deps, batch_id)
     assert status["status"] == "COMPLETED" and status["lanes"]["ocr"] == {"waiting": 0, "done": 1}
     # AND the report file carries the lane per file
-    csv_rows = delivery.read_results_csv(delivery.results_csv(views.iter_all_files(deps, batch_id)))
-    assert csv_rows[0][delivery.CSV_COLUMNS.index("source")] == "ocr"
+    csv_rows = announcement.read_results_csv(announcement.results_csv(views.iter_all_files(deps, batch_id)))
+    assert csv_rows[0][announcement.CSV_COLUMNS.index("source")] == "ocr"
     assert checked(deps, batch_id)
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from pdfbatch import delivery
+from pdfbatch import announcement
 from pdfbatch.errors import NotFound
 from pdfbatch.model import (
     COUNTED_OUTCOMES,
@@ -384,7 +384,7 @@ def gather(
         if row is not None and row.status in FINAL_STATUSES:
             batches[batch_id].report = {
                 name: _bytes_or_none(sources.store, sources.bucket, key)
-                for name, key in delivery.report_keys(batch_id).items()
+                for name, key in announcement.report_keys(batch_id).items()
             }
     named = {f.user_id for b in batches.values() for f in b.files if f.user_id is not None}
     named |= {u for u in (oracle.owners.values() if oracle else ()) if u is not None}
@@ -643,15 +643,15 @@ def reports_match_ledger(ev: Evidence, r: Result) -> None:
             missing = [name for name in ("csv", "summary") if b.report.get(name) is None]
             r.fail(batchId=b.batch_id, problem="report file missing", missing=missing)
             continue
-        if csv_data != delivery.results_csv(b.files):
+        if csv_data != announcement.results_csv(b.files):
             r.fail(
                 batchId=b.batch_id,
                 problem="results.csv differs from the ledger",
                 **_csv_diff(csv_data, b.files),
             )
-        if summary != delivery.summary_json(b.row):
+        if summary != announcement.summary_json(b.row):
             written = json.loads(summary)
-            now = delivery.summary(b.row)
+            now = announcement.summary(b.row)
             fields = sorted(k for k in written.keys() | now.keys() if written.get(k) != now.get(k))
             r.fail(batchId=b.batch_id, problem="summary.json differs from the ledger", fields=fields)
 
@@ -659,15 +659,15 @@ def reports_match_ledger(ev: Evidence, r: Result) -> None:
 def _csv_diff(data: bytes, files: Sequence[FileRow]) -> dict[str, Any]:
     """Where a written results.csv and the ledger first differ: entry index and column names only."""
     try:
-        written = delivery.read_results_csv(data)
+        written = announcement.read_results_csv(data)
     except (AssertionError, UnicodeDecodeError, ValueError):
         return {"where": "not a pdfbatch results.csv"}
-    ledger = [delivery.csv_row(f) for f in files]
+    ledger = [announcement.csv_row(f) for f in files]
     if len(written) != len(ledger):
         return {"rowsWritten": len(written), "rowsInLedger": len(ledger)}
     for want, got in zip(ledger, written, strict=True):
         if want != got:
-            columns = [c for c, w, g in zip(delivery.CSV_COLUMNS, want, got, strict=False) if w != g]
+            columns = [c for c, w, g in zip(announcement.CSV_COLUMNS, want, got, strict=False) if w != g]
             return {"index": want[0], "columns": columns}
     return {"where": "encoding"}
 

@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pdfbatch import callback_security, delivery
+from pdfbatch import announcement, callback_security
 from pdfbatch.adapters.webhook import PostResult
 from pdfbatch.config import Settings
 from pdfbatch.errors import ConfigError, InvalidInput, NotFound
@@ -255,7 +255,7 @@ def parse_message(body: str) -> Delivery:
     if not isinstance(data, dict):
         raise InvalidInput("not a JSON object")
     detail = data.get("detail")
-    if data.get("source") == delivery.EVENT_SOURCE and isinstance(detail, dict):
+    if data.get("source") == announcement.EVENT_SOURCE and isinstance(detail, dict):
         batch_id = detail.get("batchId")
         if not isinstance(batch_id, str) or not is_batch_id(batch_id):
             raise InvalidInput("event without a batch id")
@@ -385,7 +385,7 @@ def _attempt(
         else:
             error = "blocked_port" if isinstance(exc, callback_security.BlockedPort) else "blocked_address"
         return PostResult(None, error, int((time.monotonic() - started) * 1000))
-    body = deps.store.get_bytes(s.bucket, delivery.report_keys(message.batch_id)["summary"])
+    body = deps.store.get_bytes(s.bucket, announcement.report_keys(message.batch_id)["summary"])
     headers = {
         callback_security.SIGNATURE_HEADER: callback_security.sign(
             keys, body, int(deps.clock()), tenant=tenant, url=url

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from pdfbatch import delivery
+from pdfbatch import announcement
 from pdfbatch.errors import NotFound, ProgressMissing
 from pdfbatch.logs import logger
 from pdfbatch.model import COUNTED_OUTCOMES, FINAL_STATUSES, BatchReason, BatchStatus, FileResult, upload_key
@@ -214,18 +214,20 @@ def announce(deps: Deps, batch_id: str) -> bool:
     if batch is None:
         return False
     assert batch.announce_started_at is not None
-    keys = delivery.report_keys(batch_id)
+    keys = announcement.report_keys(batch_id)
     bucket = deps.settings.bucket
     # Rows are read page by page into the CSV text: only the CSV is held whole, never every FileRow.
-    csv_bytes = delivery.results_csv(_all_files(deps, batch_id))
+    csv_bytes = announcement.results_csv(_all_files(deps, batch_id))
     deps.store.put_bytes(bucket, keys["csv"], csv_bytes, "text/csv; charset=utf-8")
-    deps.store.put_bytes(bucket, keys["summary"], delivery.summary_json(batch), "application/json")
+    deps.store.put_bytes(bucket, keys["summary"], announcement.summary_json(batch), "application/json")
     if deps.events is None:
         # Nothing to put the event on (a CLI without EventBridge): the claim lapses, a later call puts it.
         logger.warning("report written; no event bus to announce on")
         return False
     deps.events.put_event(
-        delivery.EVENT_SOURCE, delivery.DETAIL_TYPES[BatchStatus(batch.status)], delivery.event_detail(batch)
+        announcement.EVENT_SOURCE,
+        announcement.DETAIL_TYPES[BatchStatus(batch.status)],
+        announcement.event_detail(batch),
     )
     marked = deps.ledger.mark_announced(batch_id, batch.announce_started_at)
     logger.info("batch announced", extra={"status": batch.status, "marked": marked, "bytes": len(csv_bytes)})

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pdfbatch import delivery
+from pdfbatch import announcement
 from pdfbatch.errors import InvalidInput, NotFound
 from pdfbatch.model import (
     COUNTED_OUTCOMES,
@@ -99,8 +99,8 @@ def report_links(deps: Deps, batch_id: str) -> dict[str, Any] | None:
     """
     if not _announced(deps, batch_id):
         return None
-    keys = delivery.report_keys(batch_id)
-    expires = delivery.REPORT_URL_EXPIRES_SECONDS
+    keys = announcement.report_keys(batch_id)
+    expires = announcement.REPORT_URL_EXPIRES_SECONDS
     return {
         "csv": deps.store.presigned_get(deps.settings.bucket, keys["csv"], expires),
         "summary": deps.store.presigned_get(deps.settings.bucket, keys["summary"], expires),
@@ -121,7 +121,7 @@ def report_files(deps: Deps, batch_id: str) -> dict[str, bytes]:
         raise InvalidInput(f"batch {batch_id} has no report yet (it is {batch.status})")
     return {
         key.rsplit("/", 1)[1]: deps.store.get_bytes(deps.settings.bucket, key)
-        for key in delivery.report_keys(batch_id).values()
+        for key in announcement.report_keys(batch_id).values()
     }
 
 
@@ -296,7 +296,7 @@ def file_item(row: FileRow, evidence: str | None = None) -> dict[str, Any]:
         "attempts": row.attempts,
         "finishedAt": iso(row.finished_at),
         "timings": {k: round(v, 4) for k, v in row.timings.items()} if row.timings else {},
-        "source": delivery.source_of(row),
+        "source": announcement.source_of(row),
         "page": row.page,
         "evidence": evidence,
     }

@@ -20,7 +20,7 @@ from tools import samples
 
 from fixtures.events import completions_queue
 from fixtures.stack import MYSQL_URL, local_client, run_cli
-from pdfbatch import delivery
+from pdfbatch import announcement
 from pdfbatch.adapters.ledger import MysqlLedger
 from pdfbatch.adapters.mysql import MysqlClient
 from pdfbatch.config import Settings
@@ -83,7 +83,7 @@ def test_a_completed_batch_is_reported_and_announced_once_on_the_local_stack(
     # THEN status links the report, and the CSV behind the presigned GET equals the ledger row for row
     assert status["status"] == "COMPLETED"
     report = status["report"]
-    assert report["expiresIn"] == delivery.REPORT_URL_EXPIRES_SECONDS
+    assert report["expiresIn"] == announcement.REPORT_URL_EXPIRES_SECONDS
     with urllib.request.urlopen(report["csv"], timeout=30) as resp:
         csv_bytes = resp.read()
     with urllib.request.urlopen(report["summary"], timeout=30) as resp:
@@ -95,7 +95,7 @@ def test_a_completed_batch_is_reported_and_announced_once_on_the_local_stack(
     finally:
         ledger.client.close()
     assert len(rows) == 4
-    assert delivery.read_results_csv(csv_bytes) == [delivery.csv_row(r) for r in rows]
+    assert announcement.read_results_csv(csv_bytes) == [announcement.csv_row(r) for r in rows]
     assert b"'=HYPERLINK(1).pdf" in csv_bytes
     summary = json.loads(summary_bytes)
     assert batch is not None and batch.announced_at is not None
@@ -137,7 +137,7 @@ def test_the_settle_schedule_ends_and_announces_batches_nobody_reads(
     assert done.returncode == 0, done.stderr[-3000:]
     final = json.loads(done.stdout)["batchId"]
     assert len(_events_for(sqs, url, final, quiet_seconds=3, timeout=30)) == 1  # its first announcement
-    keys = delivery.report_keys(final)
+    keys = announcement.report_keys(final)
     for key in keys.values():
         s3.delete_object(Bucket=bucket, Key=key)
     now = time.time()

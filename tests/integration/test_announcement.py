@@ -21,7 +21,7 @@ from fixtures.events import completions_queue
 from fixtures.faults import KILLED, run_killed_worker
 from fixtures.pipeline import drain, process_all, receive_all, upload
 from fixtures.zips import zipfile_zip as make_zip
-from pdfbatch import bootstrap, delivery
+from pdfbatch import announcement, bootstrap
 from pdfbatch.adapters.ledger import MysqlLedger
 from pdfbatch.adapters.mysql import MysqlClient
 from pdfbatch.errors import DependencyUnavailable
@@ -45,10 +45,10 @@ def _batch(deps: Deps, db: Any) -> str:
 
 
 def _csv_equals_ledger(deps: Deps, batch_id: str) -> None:
-    data = deps.store.get_bytes(deps.settings.bucket, delivery.report_keys(batch_id)["csv"])
+    data = deps.store.get_bytes(deps.settings.bucket, announcement.report_keys(batch_id)["csv"])
     rows = deps.ledger.list_files(batch_id, -1, 100_000)
     assert len(rows) == 4
-    assert delivery.read_results_csv(data) == [delivery.csv_row(r) for r in rows]
+    assert announcement.read_results_csv(data) == [announcement.csv_row(r) for r in rows]
 
 
 def test_report_csv_equals_the_mysql_ledger_row_for_row(deps: Deps, db: Any) -> None:
@@ -92,7 +92,7 @@ def test_worker_dying_after_finish_batch_is_announced_once_by_the_redelivery(
     # THEN one event, the CSV equal to the ledger, and status links the report
     assert len(deps.events.of(batch_id)) == 1
     _csv_equals_ledger(deps, batch_id)
-    assert body["report"]["expiresIn"] == delivery.REPORT_URL_EXPIRES_SECONDS
+    assert body["report"]["expiresIn"] == announcement.REPORT_URL_EXPIRES_SECONDS
 
 
 def test_announcer_dying_after_its_claim_is_retried_after_the_lease_and_only_then(

@@ -1,4 +1,4 @@
-"""Results delivered: a final batch's report file (results.csv, summary.json) and its completion event.
+"""A batch announced: its report file (results.csv, summary.json) and its completion event.
 
 Pure shaping from ledger rows; ``services/tally.announce`` writes and puts what this module builds.
 

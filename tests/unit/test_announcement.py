@@ -24,7 +24,7 @@ from fixtures import pdfs
 from fixtures.examples import examples
 from fixtures.pipeline import BUCKET, drain, process_all, receive_all, upload
 from fixtures.zips import zipfile_zip as make_zip
-from pdfbatch import delivery
+from pdfbatch import announcement
 from pdfbatch.adapters.events import EventBridgeEvents
 from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.model import BatchReason, BatchStatus, FileResult
@@ -47,7 +47,7 @@ def ledger_rows(deps: Deps, batch_id: str) -> list[FileRow]:
 
 
 def report_bytes(deps: Deps, batch_id: str) -> dict[str, bytes]:
-    keys = delivery.report_keys(batch_id)
+    keys = announcement.report_keys(batch_id)
     return {k: deps.store.get_bytes(BUCKET, key) for k, key in keys.items()}
 
 
@@ -76,7 +76,7 @@ def test_report_csv_equals_the_ledger_row_for_row_and_the_summary_its_counts(
     files = report_bytes(deps, batch_id)
     rows = ledger_rows(deps, batch_id)
     assert len(rows) == 4
-    assert delivery.read_results_csv(files["csv"]) == [delivery.csv_row(r) for r in rows]
+    assert announcement.read_results_csv(files["csv"]) == [announcement.csv_row(r) for r in rows]
     # AND summary.json has the ledger's counts, reasons and the ZIP's key and version
     summary = json.loads(files["summary"])
     batch = ledger.get_batch(batch_id)
@@ -140,11 +140,11 @@ def test_no_cell_ever_starts_a_formula_and_every_cell_reads_back_as_the_ledger_h
     # GIVEN entries whose names and user ids may start like a formula (or with the quote itself)
     rows = [_row(n, i, user_id=user_ids[i]) for i, n in enumerate(names)]
     # WHEN written as results.csv
-    data = delivery.results_csv(rows)
+    data = announcement.results_csv(rows)
     # THEN no cell a spreadsheet reads starts a formula, and reading back gives the ledger's text
     raw = list(csv.reader(io.StringIO(data.decode("utf-8", "surrogateescape"), newline="")))
     assert all(not cell.startswith(("=", "+", "-", "@", "\t", "\r")) for r in raw for cell in r)
-    assert delivery.read_results_csv(data) == [delivery.csv_row(r) for r in rows]
+    assert announcement.read_results_csv(data) == [announcement.csv_row(r) for r in rows]
 
 
 def test_rewriting_the_report_gives_the_same_bytes(deps: Deps, ledger: FakeLedger, clock: FakeClock) -> None:
@@ -181,7 +181,7 @@ def test_duplicate_completions_put_one_event(deps: Deps, ledger: FakeLedger, clo
     assert [(s, t) for s, t, _ in put] == [("pdfbatch", "Batch Completed")]
     detail = put[0][2]
     assert detail["counts"]["processed"] == 3 and detail["status"] == "COMPLETED"
-    assert detail["report"] == delivery.report_keys(batch_id)
+    assert detail["report"] == announcement.report_keys(batch_id)
 
 
 def test_a_failed_batch_is_announced_batch_failed_with_its_reason(deps: Deps) -> None:
@@ -191,7 +191,7 @@ def test_a_failed_batch_is_announced_batch_failed_with_its_reason(deps: Deps) ->
     put = events_of(deps).of(batch_id)
     assert [(t, d["status"]) for _, t, d in put] == [("Batch Failed", "FAILED")]
     assert put[0][2]["reason"] in {r.value for r in BatchReason}
-    assert delivery.read_results_csv(report_bytes(deps, batch_id)["csv"]) == []
+    assert announcement.read_results_csv(report_bytes(deps, batch_id)["csv"]) == []
 
 
 def test_worker_killed_after_finish_batch_before_announcing_is_announced_once_by_the_redelivery(
@@ -213,8 +213,8 @@ def test_worker_killed_after_finish_batch_before_announcing_is_announced_once_by
     # THEN the batch is announced once: one event, the report equal to the ledger, announced_at set
     assert len(events_of(deps).of(batch_id)) == 1
     rows = ledger_rows(deps, batch_id)
-    assert delivery.read_results_csv(report_bytes(deps, batch_id)["csv"]) == [
-        delivery.csv_row(r) for r in rows
+    assert announcement.read_results_csv(report_bytes(deps, batch_id)["csv"]) == [
+        announcement.csv_row(r) for r in rows
     ]
     batch = ledger.get_batch(batch_id)
     assert batch is not None and batch.announced_at is not None
@@ -244,7 +244,7 @@ def test_announcer_killed_after_its_claim_is_repaired_by_a_status_read_once_the_
     assert len(events_of(deps).of(batch_id)) == 1
     for body in (first, second):
         report = body["report"]
-        assert report["expiresIn"] == delivery.REPORT_URL_EXPIRES_SECONDS
+        assert report["expiresIn"] == announcement.REPORT_URL_EXPIRES_SECONDS
         assert urlparse(report["csv"]).path.endswith(f"/reports/{batch_id}/results.csv")
         assert "Signature" in report["csv"] and "Signature" in report["summary"]
 
@@ -336,7 +336,7 @@ def _raising_once(target: Any) -> Any:
 
 
 def test_the_adapter_puts_one_entry_on_the_default_bus_and_moto_accepts_it(moto_aws: None) -> None:
-    # GIVEN EventBridge (moto; a rule to an SQS queue is proven on LocalStack, tests/e2e/test_delivery.py)
+    # GIVEN EventBridge (moto; a rule to an SQS queue is proven on LocalStack, tests/e2e/test_announcement.py)
     client = boto3.client("events", region_name="us-east-1")
     sent: list[dict[str, Any]] = []
 
