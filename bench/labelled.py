@@ -35,7 +35,7 @@ from pathlib import Path
 
 from fpdf import FPDF
 
-from bench import pixels as pixel_check
+from bench import pixel_tally as pixel_check
 from bench.report import Row, Target
 from pdfbatch import pdf
 from pdfbatch.model import Reason

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import pypdfium2.raw as pdfium_c
 
-from bench import pixels as pixel_check
+from bench import pixel_tally as pixel_check
 from bench.extraction import Doc, corpus
 from bench.report import Row, Target
 from pdfbatch import pdf

@@ -1,8 +1,6 @@
-"""Issue 26's figures: what the pixel check (pdf.pixels.confirm) costs and what it refuses.
+"""Issue 26's figures across commits: what the pixel check (pdf.pixels.confirm) costs and refuses.
 
-``watch()`` wraps pixels.confirm while a section scans in this process (isolate=False) and tallies
-its CPU time per scan and its verdicts on the addresses that passed the ink check: READ and LIKE may
-link; UNREAD and REFUSED are candidates the pixel check refused (target on real producers: none).
+(In-process tallies of one tree, for section 1's rows, are bench/pixel_tally.py.)
 
 `python -m bench.pixels REV [REV ...]` compares trees in one run (CPU time per read swells with other
 jobs' load on a shared machine, so figures of separate runs do not compare): section 1's résumés and
@@ -14,60 +12,16 @@ each tree's ratio to the first.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pdfbatch.pdf import pixels
-
-
-@dataclass
-class Tally:
-    """CPU seconds in pixels.confirm and its verdicts on shown addresses, since ``watch`` began."""
-
-    seconds: float = 0.0
-    calls: int = 0
-    checked: int = 0
-    refused: list[str] = field(default_factory=list)  # "seen:read" of each refused check, no address
-
-    def take(self) -> float:
-        """The CPU seconds counted since the last take (one scan's pixel check)."""
-        seconds, self.seconds = self.seconds, 0.0
-        return seconds
-
-
-@contextlib.contextmanager
-def watch() -> Iterator[Tally]:
-    """Tally pixels.confirm until the block ends."""
-    tally = Tally()
-    original = pixels.confirm
-
-    def confirm(document: Any, emails: Sequence[str], shown: Sequence[str]) -> list[pixels.Check]:
-        started = time.process_time()
-        checks = original(document, emails, shown)
-        tally.seconds += time.process_time() - started
-        tally.calls += 1
-        for check in checks:
-            if check.email in shown:
-                tally.checked += 1
-                if check.seen not in (pixels.Seen.READ, pixels.Seen.LIKE):
-                    tally.refused.append(check.seen.value)
-        return checks
-
-    pixels.confirm = confirm
-    try:
-        yield tally
-    finally:
-        pixels.confirm = original
-
+from bench import labelled
 
 # One tree's side: every document of each part scanned in this process, the pixel check's CPU per
 # linked document (median, mean) and the owners' addresses it refused.
@@ -117,7 +71,6 @@ print(json.dumps(out))
 
 def compare(revisions: Sequence[str], rounds: int = 3) -> None:
     """Print the pixel check's figures for each of ``revisions`` and the working tree, in one run."""
-    from bench import labelled
     from bench.extraction import corpus
 
     root = Path(__file__).resolve().parent.parent
