@@ -8,9 +8,10 @@ from typing import Any
 from cfnlint import decode as cfn_decode
 from openapi_spec_validator import validate
 
-from fixtures.apigw import ROOT, load_handler
+from fixtures.apigw import ROOT
 from fixtures.openapi import spec
 from pdfbatch.model import BATCH_REASON_TEXT, COUNTED_OUTCOMES, IGNORED, REASON_OUTCOME, Reason
+from pdfbatch.web import api
 
 METHODS = {"get", "post", "put", "patch", "delete"}
 
@@ -30,7 +31,7 @@ def test_the_document_is_valid_openapi_3_1() -> None:
 
 
 def test_every_route_of_the_handler_is_documented_and_nothing_else() -> None:
-    served = {(method, normalise(path)) for method, path, _ in load_handler("status").ROUTES}
+    served = {(method, normalise(path)) for method, path, _ in api.ROUTES}
     assert served == documented()
 
 
@@ -53,7 +54,7 @@ def test_only_the_page_and_the_document_are_public() -> None:
         for m, op in item.items()
         if m in METHODS and op.get("security") == []
     }
-    assert public == set(load_handler("status").PUBLIC_ROUTES)
+    assert public == set(api.PUBLIC_ROUTES)
     assert spec()["security"] == [{"apiKey": []}]
     scheme = spec()["components"]["securitySchemes"]["apiKey"]
     assert (scheme["type"], scheme["in"], scheme["name"]) == ("apiKey", "header", "x-api-key")
@@ -77,6 +78,6 @@ def test_the_enums_are_the_models() -> None:
 
 
 def test_every_error_code_the_handler_sends_is_documented() -> None:
-    source = (ROOT / "functions" / "status" / "handler.py").read_text()
-    sent = set(re.findall(r'_error\(\s*\d{3},\s*"([a-z_]+)"', source))
+    source = (ROOT / "src" / "pdfbatch" / "web" / "api.py").read_text()
+    sent = set(re.findall(r'\berror\(\s*\d{3},\s*"([a-z_]+)"', source))
     assert sent and sent == set(spec()["components"]["schemas"]["Error"]["properties"]["error"]["enum"])

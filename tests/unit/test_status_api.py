@@ -24,6 +24,7 @@ from pdfbatch import bootstrap
 from pdfbatch.model import describe
 from pdfbatch.services import staging, views
 from pdfbatch.services.deps import Deps
+from pdfbatch.web import http
 
 UNKNOWN = "0" * 32
 PROTECTED = [
@@ -400,6 +401,6 @@ def test_a_body_at_the_limits_is_accepted(deps: Deps, status: Any) -> None:
     # GIVEN an object 16 deep that fills 16 KiB: brackets inside strings are text, not nesting
     padding = " " * (16 * 1024 - 2)
     assert post(status, "{}" + padding).status == 201
-    assert status.json_depth('{"a": "[[[[\\"[[[[", "b": [[]]}') == 3
+    assert http.json_depth('{"a": "[[[[\\"[[[[", "b": [[]]}') == 3
     nested = '{"callbackUrl": ' + "[" * 15 + "1" + "]" * 15 + "}"
     assert post(status, nested).body["message"] == "callbackUrl must be a string"  # read, not capped
