@@ -27,11 +27,11 @@ from dataclasses import asdict
 from multiprocessing.connection import Connection
 from typing import NoReturn
 
-from pdfbatch.errors import EncryptedPdf, MalformedPdf, PdfRejected, PdfTimeout
+from pdfbatch.errors import MalformedPdf, PdfTimeout
 from pdfbatch.ocr.engine import Engine
 from pdfbatch.ocr.read import AGAIN, Opened, Region, RegionRead, read_regions
 from pdfbatch.pdf import PDFIUM_LOCK
-from pdfbatch.pdf.child import Child, cap_memory
+from pdfbatch.pdf.child import Child, cap_memory, raise_failure, send_failure
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +41,6 @@ WORKER_MEMORY_BYTES = 1024 * 1024 * 1024
 # A worker is replaced after this many documents, so whatever pdfium, leptonica or the allocator keep
 # never adds up.
 WORKER_MAX_DOCUMENTS = 200
-_REJECTIONS: dict[str, type[PdfRejected]] = {"malformed_pdf": MalformedPdf, "encrypted": EncryptedPdf}
 
 _workers = threading.local()  # one worker per thread that reads scans (a Lambda invocation has one)
 
@@ -109,12 +108,7 @@ class Remote:
         self._idle = True
         if kind == "end":
             return None
-        if kind == "rejected":
-            if message[3]:
-                self._worker.retire(kill=True)
-            raise _REJECTIONS.get(message[1], MalformedPdf)(message[2])
-        self._worker.retire(kill=True)
-        raise RuntimeError(f"OCR worker failed with {message[1]}")
+        raise_failure(self._worker, message, "OCR worker")
 
     def close(self) -> None:
         """Leave the worker ready for the next document, or kill it if it is still busy with this one."""
@@ -179,14 +173,7 @@ def _read_one(conn: Connection, engine: Engine) -> bool:  # pragma: no cover - r
             verdict = AGAIN if answer == b"again" else None
         conn.send_bytes(b'["end"]')
         return True
-    except PdfRejected as exc:
-        conn.send_bytes(json.dumps(["rejected", exc.reason, str(exc), False]).encode())
-        return True
-    except MemoryError:
-        conn.send_bytes(b'["rejected", "malformed_pdf", "the OCR worker ran out of memory", true]')
-        return False
-    except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it; then retire
-        conn.send_bytes(json.dumps(["error", type(exc).__name__]).encode())
-        return False
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it
+        return send_failure(conn, exc, "the OCR worker")
     finally:
         events.close()

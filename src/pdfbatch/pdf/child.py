@@ -10,6 +10,7 @@ next fork, so no child stays a zombie for long and no thread ever blocks on one.
 from __future__ import annotations
 
 import contextlib
+import json
 import multiprocessing
 import os
 import re
@@ -19,6 +20,8 @@ import threading
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any, NoReturn
+
+from pdfbatch.errors import EncryptedPdf, MalformedPdf, PdfRejected
 
 unreaped: list[int] = []
 unreaped_lock = threading.Lock()
@@ -94,3 +97,33 @@ def cap_memory(headroom: int) -> None:  # pragma: no cover - runs in the forked 
         return  # not Linux: no cap, the budget still bounds the child
     limit = used_kib * 1024 + headroom
     resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+
+# --- how a child's work fails, both sides of the pipe ----------------------------------------------
+# The child answers ["rejected", reason, message, retire] for a PDF it refuses (retire: it ran out of
+# memory, which may be fragmented past use, so the parent forks a fresh one) or ["error", class name]
+# for anything else (the parent retires it and raises). Only these classes cross the pipe.
+_REJECTIONS: dict[str, type[PdfRejected]] = {"malformed_pdf": MalformedPdf, "encrypted": EncryptedPdf}
+
+
+def send_failure(conn: Connection, exc: Exception, who: str) -> bool:  # pragma: no cover - in the child
+    """Tell the parent that the child's work raised ``exc``; True when the child may go on serving."""
+    if isinstance(exc, PdfRejected):
+        conn.send_bytes(json.dumps(["rejected", exc.reason, str(exc), False]).encode())
+        return True
+    if isinstance(exc, MemoryError):
+        conn.send_bytes(json.dumps(["rejected", "malformed_pdf", f"{who} ran out of memory", True]).encode())
+        return False
+    conn.send_bytes(json.dumps(["error", type(exc).__name__]).encode())
+    return False
+
+
+def raise_failure(child: Child, message: list[Any], who: str) -> NoReturn:
+    """Raise what a child's failure ``message`` (from ``send_failure``) says, retiring the child first
+    when it cannot go on: its PdfRejected, or a RuntimeError naming the class that failed there."""
+    if message[0] == "rejected":
+        if message[3]:
+            child.retire(kill=True)  # it is on its way out
+        raise _REJECTIONS.get(message[1], MalformedPdf)(message[2])
+    child.retire(kill=True)
+    raise RuntimeError(f"{who} failed with {message[1]}")

@@ -26,9 +26,9 @@ from collections.abc import Iterator, Sequence
 from multiprocessing.connection import Connection
 from typing import Any, NoReturn, TypeVar
 
-from pdfbatch.errors import EncryptedPdf, MalformedPdf, PdfRejected, PdfTimeout
+from pdfbatch.errors import MalformedPdf, PdfTimeout
 from pdfbatch.pdf import pixels
-from pdfbatch.pdf.child import Child, cap_memory, reap, unreaped
+from pdfbatch.pdf.child import Child, cap_memory, raise_failure, reap, send_failure, unreaped
 from pdfbatch.pdf.pages import PDFIUM_LOCK, _Document, _Page
 from pdfbatch.pdf.pixels import Check, Seen
 from pdfbatch.pdf.structure import PdfInfo, logger
@@ -41,7 +41,6 @@ CHILD_MEMORY_BYTES = 512 * 1024 * 1024
 READER_MAX_SCANS = 500
 # Candidates per pipe message: a page listing 100,000 addresses crosses the pipe in pieces of ~300 KB.
 CHUNK = 10_000
-_REJECTIONS: dict[str, type[PdfRejected]] = {"malformed_pdf": MalformedPdf, "encrypted": EncryptedPdf}
 # Readers that were killed or retired but not reaped yet: reaped without waiting on the next fork, so
 # no scan pays for a process's exit. A zombie holds no memory.
 # The tests watch retired readers being reaped through these names.
@@ -120,12 +119,7 @@ class _Remote:
         self._idle = True
         if kind == "end":
             return None
-        if kind == "rejected":
-            if message[3]:
-                self._reader.retire(kill=True)  # it is on its way out
-            raise _REJECTIONS.get(message[1], MalformedPdf)(message[2])
-        self._reader.retire(kill=True)
-        raise RuntimeError(f"PDF reader failed with {message[1]}")
+        raise_failure(self._reader, message, "PDF reader")
 
     def visible(self, emails: Sequence[str], timeout: float) -> list[Check]:
         """What a person sees of each of ``emails`` (users' candidates on the page just read): the ink
@@ -281,16 +275,8 @@ def _read_one(conn: Connection) -> bool:  # pragma: no cover - runs in the forke
             )
         conn.send_bytes(b'["end"]')
         return True
-    except PdfRejected as exc:
-        conn.send_bytes(json.dumps(["rejected", exc.reason, str(exc), False]).encode())
-        return True
-    except MemoryError:
-        # Memory may be fragmented past use: answer, and retire (the parent forks a fresh reader).
-        conn.send_bytes(b'["rejected", "malformed_pdf", "the PDF reader ran out of memory", true]')
-        return False
-    except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it; then retire
-        conn.send_bytes(json.dumps(["error", type(exc).__name__]).encode())
-        return False
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it
+        return send_failure(conn, exc, "the PDF reader")
     finally:
         if document is not None:
             document.close()
