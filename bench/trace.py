@@ -105,7 +105,11 @@ def run(rows: int, queries: int, log: Callable[[str], None]) -> list[Row]:
 
     ledger = _ledger(rows, log)
     deps = Deps(
-        settings=Settings(bucket="b", named_keys=KEY), store=None, ledger=ledger, users=ledger, progress=None
+        settings=Settings(bucket="b", named_keys=KEY),
+        store=None,
+        ledger=ledger,
+        users=ledger.user_rows,
+        progress=None,
     )  # type: ignore[arg-type]
     rng = random.Random(25)
     callers = [ADMIN, *(Caller(f"tenant-{n}") for n in range(1, TENANTS + 1))]

@@ -98,7 +98,7 @@ def build_deps(
         settings=settings,
         store=S3Store(s3, presign),
         ledger=ledger,
-        users=ledger,
+        users=ledger.user_rows,
         progress=RedisProgress.from_url(settings.redis_url, settings.progress_ttl_seconds),
         queue=queue(s.work_queue_url),
         parked=queue(s.parked_queue_url),

@@ -130,7 +130,7 @@ def test_announcers_racing_on_separate_connections_put_one_event(deps: Deps, db:
 
     def worker() -> None:
         ledger = MysqlLedger(MysqlClient.from_url(deps.settings.mysql_url), deps.settings.users)
-        mine = replace(deps, ledger=ledger, users=ledger, events=events)
+        mine = replace(deps, ledger=ledger, users=ledger.user_rows, events=events)
         barrier.wait()
         won.append(tally.announce(mine, batch_id))
         ledger.client.close()

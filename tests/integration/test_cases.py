@@ -44,7 +44,7 @@ def use_table(deps: Any, db: Any) -> Iterator[cases.UseTable]:
         ledger = MysqlLedger(MysqlClient.from_url(d.settings.mysql_url), users)
         made.append((name, ledger))
         d.settings = replace(d.settings, users=users)
-        d.ledger = d.users = ledger
+        d.ledger, d.users = ledger, ledger.user_rows
         numbers = itertools.count(1)
 
         def add(email: str) -> str:

@@ -49,9 +49,23 @@ class Recorder:
 
 @dataclass
 class LedgerSide:
-    ledger: FakeLedger | MysqlLedger  # both a Ledger and Users
+    ledger: FakeLedger | MysqlBoth  # both a Ledger and Users
     add_user: Callable[[str, str | None], str]
     clock: FakeClock
+
+
+class MysqlBoth:
+    """The real side of a script that calls Ledger and Users on one object, as FakeLedger plays both:
+    MysqlLedger, and for what it lacks, the MysqlUsers on its connection (``ledger.user_rows``)."""
+
+    def __init__(self, ledger: MysqlLedger) -> None:
+        self.ledger = ledger
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return getattr(self.ledger, name)
+        except AttributeError:
+            return getattr(self.ledger.user_rows, name)
 
 
 def assert_same(fake: Transcript, real: Transcript) -> None:
@@ -75,7 +89,7 @@ def real_ledger(db: Any, settings: Settings) -> Iterator[LedgerSide]:
 
     clock = FakeClock()
     ledger = MysqlLedger(MysqlClient.from_url(settings.mysql_url), settings.users, clock=clock)
-    yield LedgerSide(ledger, add_user, clock)
+    yield LedgerSide(MysqlBoth(ledger), add_user, clock)
     ledger.client.close()
 
 
@@ -457,11 +471,11 @@ ASTRAL = "𝕞𝕒𝕣𝕚𝕒@example.com"
 
 @dataclass
 class UsersSide:
-    users: FakeLedger | MysqlLedger
+    users: FakeLedger | MysqlBoth
     add_user: Callable[[str, str | None, str | None], str]
 
 
-def sorted_rows(users: FakeLedger | MysqlLedger, emails: list[str]) -> list[Any]:
+def sorted_rows(users: FakeLedger | MysqlBoth, emails: list[str]) -> list[Any]:
     return sorted(users.find_by_emails(emails), key=lambda r: (r.id, r.email))
 
 
@@ -493,7 +507,7 @@ def users_shape_script(side: UsersSide, shape: Shape, run: str) -> Transcript:
     call("pdf_url_of", lambda: [users.pdf_url_of(u) for u in (alice, bob, jose, "no such id") if u])
 
     b = run[:32]
-    assert isinstance(users, FakeLedger | MysqlLedger)
+    assert isinstance(users, FakeLedger | MysqlBoth)
     call("create", users.create_batch, b, "bkt", f"uploads/{b}.zip", "api", "PROCESSING")
     call("add", users.add_entries, b, [NewEntry(i, f"f{i}.pdf", "pdf", 1) for i in range(3)])
     assert alice is not None and bob is not None
@@ -535,7 +549,7 @@ def test_fake_users_match_mysql_users_of_any_shape(
 
     fake = FakeLedger(FakeClock())
     fake.email_charset = shape.charset
-    real = MysqlLedger(MysqlClient.from_url(settings.mysql_url), users_table, clock=FakeClock())
+    real = MysqlBoth(MysqlLedger(MysqlClient.from_url(settings.mysql_url), users_table, clock=FakeClock()))
     run = uuid.uuid4().hex
     try:
         assert_same(
@@ -546,7 +560,7 @@ def test_fake_users_match_mysql_users_of_any_shape(
         real.client.close()
 
 
-def misconfigured_script(users: FakeLedger | MysqlLedger) -> Transcript:
+def misconfigured_script(users: FakeLedger | MysqlBoth) -> Transcript:
     call = Recorder()
     call("find", users.find_by_emails, ["a@example.com"])
     call("find nothing", users.find_by_emails, [])
@@ -573,7 +587,7 @@ def test_fake_misconfigured_users_table_matches_mysql(
             cur.execute(ddl.format(table=f"`{users_table.table}`"))
     fake = FakeLedger(FakeClock())
     fake.users_table_error = UsersTableError("misconfigured")
-    real = MysqlLedger(MysqlClient.from_url(settings.mysql_url), users_table, clock=FakeClock())
+    real = MysqlBoth(MysqlLedger(MysqlClient.from_url(settings.mysql_url), users_table, clock=FakeClock()))
     try:
         assert_same(misconfigured_script(fake), misconfigured_script(real))
     finally:

@@ -62,7 +62,7 @@ def keys(deps: Deps, prefix: str) -> list[str]:
 def own_connection(deps: Deps, mysql_url: str) -> Deps:
     """The same deps with a MySQL connection of its own (one worker = one Lambda environment)."""
     ledger = MysqlLedger(MysqlClient.from_url(mysql_url), deps.settings.users)
-    return replace(deps, ledger=ledger, users=ledger)
+    return replace(deps, ledger=ledger, users=ledger.user_rows)
 
 
 def run_together(*jobs: Callable[[], Any]) -> list[Any]:
@@ -303,11 +303,12 @@ def test_mysql_then_redis_outage_is_retried_with_backoff_and_the_batch_completes
     report = staging.stage_zip(deps, upload(deps, resume_zip(3, ["out@example.com"])))
     broken_mysql = MysqlLedger(MysqlClient.from_url("mysql://root@127.0.0.1:1/pdfbatch"), settings.users)
     mysql = Outage(deps.ledger, broken_mysql)
+    users = Outage(deps.users, broken_mysql.user_rows)
     redis = Outage(deps.progress, RedisProgress.from_url("redis://127.0.0.1:1/15"))
     # A short backoff (2-4 s, then 4-8 s) so the test waits it out; the queue hides a received
     # message for 600 s, so a message seen again within the wait came back through the backoff.
     fast = replace(deps.settings, retry_base_seconds=4, retry_max_seconds=8)
-    wired = replace(deps, settings=fast, ledger=mysql, users=mysql, progress=redis)  # type: ignore[arg-type]
+    wired = replace(deps, settings=fast, ledger=mysql, users=users, progress=redis)  # type: ignore[arg-type]
     bootstrap.override(wired)
     process = load_handler("process_pdf")
     sqs: Any = deps.queue.client  # type: ignore[union-attr]
@@ -343,12 +344,13 @@ def test_mysql_then_redis_outage_is_retried_with_backoff_and_the_batch_completes
         msgs = receive(deps, visibility=600)
         assert len(msgs) == 3
         # WHEN MySQL is down: every message fails before anything is written
-        mysql.down = True
+        mysql.down = users.down = True
         msgs = deliver(msgs, expect_failures=3)
         assert mysql.failures >= 3 and keys(deps, "pdfs/") == []
         assert all(r["outcome"] is None for r in ledger_rows(db, report.batch_id))
         # WHEN MySQL is back and Redis is down: outcomes are recorded (the link with its file), not counted
-        mysql.down, redis.down = False, True
+        mysql.down = users.down = False
+        redis.down = True
         msgs = deliver(msgs, expect_failures=3)
         assert redis.failures >= 3
         assert Counter(r["outcome"] for r in ledger_rows(db, report.batch_id)) == {

@@ -46,9 +46,8 @@ def test_two_concurrent_retries_reopen_and_count_each_file_once(deps: Any, db: A
     add_users(db, *emails)
     # WHEN two operators retry it at the same moment, each with its own MySQL connection
     second = Deps(**{**deps.__dict__})
-    second.ledger = second.users = MysqlLedger(
-        MysqlClient.from_url(deps.settings.mysql_url), deps.settings.users
-    )
+    second.ledger = MysqlLedger(MysqlClient.from_url(deps.settings.mysql_url), deps.settings.users)
+    second.users = second.ledger.user_rows
     reports: list[operations.RetryReport] = []
     start = threading.Barrier(2)
 

@@ -229,7 +229,7 @@ def test_two_workers_racing_for_one_user_link_exactly_one_pdf(deps: Any, db: Any
 
     def worker(order: list[dict[str, Any]]) -> None:
         ledger = MysqlLedger(MysqlClient.from_url(mysql_url), deps.settings.users)
-        mine = replace(deps, ledger=ledger, users=ledger)
+        mine = replace(deps, ledger=ledger, users=ledger.user_rows)
         barrier.wait()
         try:
             for body in order:

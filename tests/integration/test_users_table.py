@@ -73,7 +73,9 @@ def table(deps: Deps, db: Any, run_id: str) -> Iterator[Table]:
     name = f"users_{run_id}"
     users = UsersTable(table=name)
     ledger = MysqlLedger(MysqlClient.from_url(deps.settings.mysql_url), users)
-    custom = replace(deps, settings=replace(deps.settings, users=users), ledger=ledger, users=ledger)
+    custom = replace(
+        deps, settings=replace(deps.settings, users=users), ledger=ledger, users=ledger.user_rows
+    )
     yield Table(name, custom, db)
     ledger.client.close()
     with db.cursor() as cur:
@@ -371,7 +373,7 @@ def test_the_lookup_never_raises_and_finds_exactly_the_rows_equal_but_for_case(
     ledger = MysqlLedger(MysqlClient.from_url(s.mysql_url), UsersTable(table=name))
     try:
         # WHEN the candidates are looked up
-        found = ledger.find_by_emails(candidates)
+        found = ledger.user_rows.find_by_emails(candidates)
     finally:
         ledger.client.close()
     # THEN every row whose email equals a candidate but for case is found, once, and no other

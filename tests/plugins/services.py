@@ -123,7 +123,7 @@ def deps(moto_aws: None, db: Any, settings: Settings) -> Iterator[Any]:
         settings=settings,
         store=S3Store(s3),
         ledger=ledger,
-        users=ledger,
+        users=ledger.user_rows,
         progress=progress,
         queue=SqsQueue(sqs, queue_url),
         events=EventBridgeEvents(boto3.client("events", region_name="us-east-1")),

@@ -179,7 +179,7 @@ _IDENTIFIERS = {
     "u.id_column",
     "u.email_column",
     "u.pdf_url_column",
-    "_quote_table(u.table)",  # UsersTable, from _ident()
+    "quote_table(u.table)",  # UsersTable, from _ident() (adapters/users_table.quote_table)
     "table",
     "column",
     "definition",  # adapters/mysql.ADDED_COLUMNS, a constant of the code

@@ -9,21 +9,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pdfbatch.adapters.mysql import MysqlClient
-from pdfbatch.adapters.users_table import (
-    COLLATION_ERRNOS,
-    LOOKUP_CHUNK,
-    UsersColumns,
-    id_text,
-    normalise,
-    read_columns,
-    stored_text,
-    users_errors,
-)
+from pdfbatch.adapters.users_table import MysqlUsers, quote_table, users_errors
 from pdfbatch.config import UsersTable
-from pdfbatch.errors import UsersTableError
-from pdfbatch.logs import logger
 from pdfbatch.model import COUNTED_OUTCOMES, FINAL_STATUSES, FileResult
-from pdfbatch.ports import BatchRow, DoneFile, FileRow, NewEntry, TracedFile, UserRow
+from pdfbatch.ports import BatchRow, DoneFile, FileRow, NewEntry, TracedFile
 
 # entry_name is TEXT: 65,535 bytes. A 65,535-byte name decoded as cp437 can take three times that in
 # UTF-8 (INSERT IGNORE would cut it anywhere, silently), so the shown name is cut to fit with an
@@ -120,114 +109,27 @@ def _fit_name(name: str) -> str:
 
 
 class MysqlLedger:
-    """Ledger and Users over one MysqlClient (they share the connection, so linking is one transaction)."""
+    """The Ledger over a MysqlClient. Its ``link`` writes the users table too (the user's pdf_url and the
+    file's outcome in one statement); reading users is MysqlUsers (adapters/users_table.py), which may
+    share the client."""
 
     def __init__(self, client: MysqlClient, users: UsersTable, clock: Any = time.time) -> None:
         self.client = client
         self.users = users
         self._clock = clock
-        self._columns: UsersColumns | None = None  # read once, on the first use of the users table
+        self.user_rows = MysqlUsers(client, users)  # link() needs the id column's type
         # Only identifiers are formatted in (validated as plain names in config); values stay %s.
         u = users
-        self._sql_find_users = (
-            f"SELECT `{u.id_column}` AS id, `{u.email_column}` AS email, `{u.pdf_url_column}` AS pdf_url "
-            f"FROM {_quote_table(u.table)} WHERE `{u.email_column}` IN ({{placeholders}})"
-        )
-        self._sql_pdf_url = (
-            f"SELECT `{u.pdf_url_column}` AS pdf_url FROM {_quote_table(u.table)} WHERE `{u.id_column}` = %s"
-        )
-        self._sql_probe = (
-            f"SELECT `{u.id_column}`, `{u.email_column}`, `{u.pdf_url_column}` "
-            f"FROM {_quote_table(u.table)} LIMIT 0",
-            f"UPDATE {_quote_table(u.table)} SET `{u.pdf_url_column}` = `{u.pdf_url_column}` WHERE 1 = 0",
-        )
         # The user's pdf_url and the file's outcome in one multi-table UPDATE: the join has a row only
         # while the user is unlinked AND the file has no outcome, so both rows change or neither does
         # (one atomic statement: one round trip instead of BEGIN, two UPDATEs and COMMIT).
         self._sql_link = (
-            f"UPDATE {_quote_table(u.table)} AS u JOIN pdfbatch_files AS f "
+            f"UPDATE {quote_table(u.table)} AS u JOIN pdfbatch_files AS f "
             "ON f.batch_id = %s AND f.entry_index = %s AND f.outcome IS NULL "
             f"SET u.`{u.pdf_url_column}` = %s, {_RECORD_SET} "
             f"WHERE u.`{u.id_column}` = %s "
             f"AND (u.`{u.pdf_url_column}` IS NULL OR u.`{u.pdf_url_column}` = '')"
         )
-
-    # ---- users -------------------------------------------------------------------------------
-
-    def find_by_emails(self, emails: Sequence[str]) -> list[UserRow]:
-        """Every row whose email equals one of ``emails`` case-insensitively, duplicates included.
-
-        Candidates are normalised (trimmed, NFC, lowercased) and deduplicated, those the email column's
-        character set cannot hold are dropped (none can equal a stored value, and MySQL would refuse
-        the statement), the rest looked up 500 per statement. The column's collation finds the rows;
-        only those whose normalised email is a candidate are kept (a *_general_ci collation also
-        equates accents: ``jose`` finds ``josé``). Raises UsersTableError when the table cannot be
-        queried as configured.
-        """
-        column = self._users_columns().email
-        wanted = list(dict.fromkeys(n for n in map(normalise, emails) if n and column.can_hold(n)))
-        rows: list[UserRow] = []
-        for start in range(0, len(wanted), LOOKUP_CHUNK):
-            rows += self._find_chunk(wanted[start : start + LOOKUP_CHUNK])
-        return rows
-
-    def _find_chunk(self, chunk: Sequence[str]) -> list[UserRow]:
-        try:
-            found = self._users_query(
-                self._sql_find_users.format(placeholders=", ".join(["%s"] * len(chunk))), chunk
-            )
-        except UsersTableError as exc:
-            if exc.errno not in COLLATION_ERRNOS or len(chunk) == 1:
-                raise
-            # The character set filter let through a value the server cannot convert after all (a
-            # codec mapping that differs from MySQL's): look each up alone and drop the ones refused.
-            found = []
-            for email in chunk:
-                try:
-                    found += self._users_query(self._sql_find_users.format(placeholders="%s"), [email])
-                except UsersTableError as single:
-                    if single.errno not in COLLATION_ERRNOS or email.isascii():
-                        raise
-                    logger.warning("an address the email column cannot compare was not looked up")
-        keep = set(chunk)
-        return [
-            UserRow(
-                id=id_text(r["id"], self.users), email=stored_text(r["email"]), pdf_url=r["pdf_url"] or None
-            )
-            for r in found
-            if normalise(stored_text(r["email"])) in keep
-        ]
-
-    def _users_query(self, sql: str, args: Sequence[Any]) -> list[dict[str, Any]]:
-        with self.client.cursor() as cur, users_errors(self.users):
-            cur.execute(sql, list(args))
-            return list(cur.fetchall())
-
-    def _users_columns(self) -> UsersColumns:
-        """The three columns as information_schema describes them (read once; a failed read is retried)."""
-        if self._columns is None:
-            self._columns = read_columns(self.client, self.users)
-        return self._columns
-
-    def probe_users_table(self) -> UsersColumns:
-        """Describe the three columns, read them and write pdf_url of no row (`stack up`'s check).
-
-        Raises UsersTableError when the table or a column is missing, the MySQL user may not read the
-        columns or write pdf_url, or the table is a view that cannot be updated.
-        """
-        columns = read_columns(self.client, self.users)
-        with self.client.cursor() as cur, users_errors(self.users):
-            for statement in self._sql_probe:
-                cur.execute(statement)
-                cur.fetchall()
-        return columns
-
-    def pdf_url_of(self, user_id: str) -> str | None:
-        """The user's current pdf_url (None when empty or no such user)."""
-        if not self._users_columns().id.can_be_id(user_id):
-            return None
-        rows = self._users_query(self._sql_pdf_url, [user_id])
-        return (rows[0]["pdf_url"] or None) if rows else None
 
     # ---- batches -----------------------------------------------------------------------------
 
@@ -558,7 +460,7 @@ class MysqlLedger:
         The id is compared as a string parameter whatever the column's type (MySQL converts it for an
         integer column). Raises UsersTableError when the table cannot be updated as configured.
         """
-        if not self._users_columns().id.can_be_id(user_id):
+        if not self.user_rows.columns().id.can_be_id(user_id):
             return False
         args = (batch_id, index, pdf_url, *self._record_values(result), user_id)
         with self.client.cursor() as cur, users_errors(self.users):
@@ -758,7 +660,3 @@ def _insert_named(cur: Any, batch_id: str, index: int, named: Sequence[bytes]) -
         "INSERT IGNORE INTO pdfbatch_named (named_hash, batch_id, entry_index) VALUES (%s, %s, %s)",
         [(h, batch_id, index) for h in dict.fromkeys(named)],
     )
-
-
-def _quote_table(name: str) -> str:
-    return ".".join(f"`{part}`" for part in name.split("."))

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pymysql
 
 from pdfbatch.config import UsersTable
 from pdfbatch.errors import UsersTableError
+from pdfbatch.logs import logger
+from pdfbatch.ports import UserRow
 
 if TYPE_CHECKING:
     from pdfbatch.adapters.mysql import MysqlClient
@@ -296,3 +298,106 @@ def read_columns(client: MysqlClient, users: UsersTable) -> UsersColumns:
         email=columns[users.email_column.lower()],
         pdf_url=columns[users.pdf_url_column.lower()],
     )
+
+
+class MysqlUsers:
+    """The Users port over a MysqlClient: reads the customer's users table (and probes it); linking, which
+    writes pdf_url together with the file's outcome, is MysqlLedger.link."""
+
+    def __init__(self, client: MysqlClient, users: UsersTable) -> None:
+        self.client = client
+        self.users = users
+        self._columns: UsersColumns | None = None  # read once, on the first use of the users table
+        # Only identifiers are formatted in (validated as plain names in config); values stay %s.
+        u = users
+        self._sql_find_users = (
+            f"SELECT `{u.id_column}` AS id, `{u.email_column}` AS email, `{u.pdf_url_column}` AS pdf_url "
+            f"FROM {quote_table(u.table)} WHERE `{u.email_column}` IN ({{placeholders}})"
+        )
+        self._sql_pdf_url = (
+            f"SELECT `{u.pdf_url_column}` AS pdf_url FROM {quote_table(u.table)} WHERE `{u.id_column}` = %s"
+        )
+        self._sql_probe = (
+            f"SELECT `{u.id_column}`, `{u.email_column}`, `{u.pdf_url_column}` "
+            f"FROM {quote_table(u.table)} LIMIT 0",
+            f"UPDATE {quote_table(u.table)} SET `{u.pdf_url_column}` = `{u.pdf_url_column}` WHERE 1 = 0",
+        )
+
+    def find_by_emails(self, emails: Sequence[str]) -> list[UserRow]:
+        """Every row whose email equals one of ``emails`` case-insensitively, duplicates included.
+
+        Candidates are normalised (trimmed, NFC, lowercased) and deduplicated, those the email column's
+        character set cannot hold are dropped (none can equal a stored value, and MySQL would refuse
+        the statement), the rest looked up 500 per statement. The column's collation finds the rows;
+        only those whose normalised email is a candidate are kept (a *_general_ci collation also
+        equates accents: ``jose`` finds ``josé``). Raises UsersTableError when the table cannot be
+        queried as configured.
+        """
+        column = self.columns().email
+        wanted = list(dict.fromkeys(n for n in map(normalise, emails) if n and column.can_hold(n)))
+        rows: list[UserRow] = []
+        for start in range(0, len(wanted), LOOKUP_CHUNK):
+            rows += self._find_chunk(wanted[start : start + LOOKUP_CHUNK])
+        return rows
+
+    def _find_chunk(self, chunk: Sequence[str]) -> list[UserRow]:
+        try:
+            found = self._users_query(
+                self._sql_find_users.format(placeholders=", ".join(["%s"] * len(chunk))), chunk
+            )
+        except UsersTableError as exc:
+            if exc.errno not in COLLATION_ERRNOS or len(chunk) == 1:
+                raise
+            # The character set filter let through a value the server cannot convert after all (a
+            # codec mapping that differs from MySQL's): look each up alone and drop the ones refused.
+            found = []
+            for email in chunk:
+                try:
+                    found += self._users_query(self._sql_find_users.format(placeholders="%s"), [email])
+                except UsersTableError as single:
+                    if single.errno not in COLLATION_ERRNOS or email.isascii():
+                        raise
+                    logger.warning("an address the email column cannot compare was not looked up")
+        keep = set(chunk)
+        return [
+            UserRow(
+                id=id_text(r["id"], self.users), email=stored_text(r["email"]), pdf_url=r["pdf_url"] or None
+            )
+            for r in found
+            if normalise(stored_text(r["email"])) in keep
+        ]
+
+    def _users_query(self, sql: str, args: Sequence[Any]) -> list[dict[str, Any]]:
+        with self.client.cursor() as cur, users_errors(self.users):
+            cur.execute(sql, list(args))
+            return list(cur.fetchall())
+
+    def columns(self) -> UsersColumns:
+        """The three columns as information_schema describes them (read once; a failed read is retried)."""
+        if self._columns is None:
+            self._columns = read_columns(self.client, self.users)
+        return self._columns
+
+    def probe_users_table(self) -> UsersColumns:
+        """Describe the three columns, read them and write pdf_url of no row (`stack up`'s check).
+
+        Raises UsersTableError when the table or a column is missing, the MySQL user may not read the
+        columns or write pdf_url, or the table is a view that cannot be updated.
+        """
+        columns = read_columns(self.client, self.users)
+        with self.client.cursor() as cur, users_errors(self.users):
+            for statement in self._sql_probe:
+                cur.execute(statement)
+                cur.fetchall()
+        return columns
+
+    def pdf_url_of(self, user_id: str) -> str | None:
+        """The user's current pdf_url (None when empty or no such user)."""
+        if not self.columns().id.can_be_id(user_id):
+            return None
+        rows = self._users_query(self._sql_pdf_url, [user_id])
+        return (rows[0]["pdf_url"] or None) if rows else None
+
+
+def quote_table(name: str) -> str:
+    return ".".join(f"`{part}`" for part in name.split("."))

@@ -239,7 +239,7 @@ def _orphan_count(ledger: Any, batch_id: str) -> int | None:
         settings = replace(
             Settings.from_env(), bucket=outputs["BucketName"], endpoint_url=endpoint_url(), region=region()
         )
-        deps = replace(build_deps(settings, ensure_schema=False), ledger=ledger, users=ledger)
+        deps = replace(build_deps(settings, ensure_schema=False), ledger=ledger, users=ledger.user_rows)
         return len(orphans.batch_orphans(deps, batch_id))
     except (ApiError, DependencyUnavailable) as exc:
         stderr_console().print(f"orphans not counted: {exc}", markup=False, highlight=False, style="dim")

@@ -11,9 +11,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from pdfbatch.adapters.ledger import MysqlLedger
 from pdfbatch.adapters.mysql import MysqlClient
-from pdfbatch.adapters.users_table import Column
+from pdfbatch.adapters.users_table import Column, MysqlUsers
 from pdfbatch.config import Settings, UsersTable
 from pdfbatch.errors import UsersTableError
 from pdfbatch.model import final_key
@@ -47,7 +46,7 @@ def check_users_table(client: MysqlClient, settings: Settings, bucket: str) -> U
     users = settings.users
     found = UsersCheck()
     try:
-        columns = MysqlLedger(client, users).probe_users_table()
+        columns = MysqlUsers(client, users).probe_users_table()
     except UsersTableError as exc:
         found.error = exc.problem
         return found
