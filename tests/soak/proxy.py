@@ -40,6 +40,7 @@ class Stats:
     live: int = 0
     cut: int = 0  # connections aborted by cut() or refuse()
     upstream_errors: int = 0  # the real server refused or dropped us
+    cancelled: int = 0  # connections still open when close() cancelled them
 
 
 @dataclass
@@ -129,9 +130,12 @@ class ChaosProxy:
 
     async def _listen(self, up: _Upstream) -> None:
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            # Cancelled by close()'s drain: the end of the run, not an error worth a traceback on stderr.
-            with contextlib.suppress(asyncio.CancelledError):
+            # Cancelled by close()'s drain: the end of the run, not an error worth a traceback on stderr;
+            # counted, so a cancellation before the end would show in the run's proxy figures.
+            try:
                 await self._serve(up, reader, writer)
+            except asyncio.CancelledError:
+                up.stats.cancelled += 1
 
         up.server = await asyncio.start_server(handle, up.host, up.port, reuse_address=True)
         up.port = int(up.server.sockets[0].getsockname()[1])

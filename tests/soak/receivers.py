@@ -11,12 +11,12 @@ Each listens on its own port (the soak stack allows http to 127.0.0.1 on any por
 
 from __future__ import annotations
 
-import contextlib
 import http.server
 import json
 import socket
 import threading
 import time
+from collections import Counter
 from typing import Any
 
 from pdfbatch import callback_security
@@ -30,6 +30,7 @@ class Honest:
         self.arrived: dict[str, float] = {}  # batch id -> when its summary first arrived, verified
         self.completed: dict[str, str] = {}  # batch id -> its summary's completedAt
         self.refused = 0  # deliveries that did not verify
+        self.errors: list[str] = []  # what the HTTP server reported (a request it could not read, say)
         receiver = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -42,8 +43,11 @@ class Honest:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-            def log_message(self, *args: Any) -> None:
-                pass
+            def log_message(self, format: str, *args: Any) -> None:
+                pass  # one line per request: the deliveries are in ``arrived`` and ``refused``
+
+            def log_error(self, format: str, *args: Any) -> None:
+                receiver.errors.append((format % args)[:200])
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = int(self.httpd.server_address[1])
@@ -88,6 +92,9 @@ class _Raw:
         self.port = int(self.listener.getsockname()[1])
         self.stop = threading.Event()
         self.requests = 0
+        # How each connection ended: "deliverer_left" (it closed at its deadline), "soak_ended", an
+        # OSError's class, or "incomplete_request"; a deliverer that never gives up shows as none of them.
+        self.ended: Counter[str] = Counter()
         threading.Thread(target=self._accept, name=f"{self.name}-receiver", daemon=True).start()
 
     @property
@@ -117,6 +124,14 @@ class _Raw:
         return True
 
     def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            try:
+                self.ended[self._hold(conn) if self._read_request(conn) else "incomplete_request"] += 1
+            except OSError as exc:  # the deliverer reset the connection at its deadline, most likely
+                self.ended[type(exc).__name__] += 1
+
+    def _hold(self, conn: socket.socket) -> str:
+        """Answer (or not) the request just read; why the connection ended."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -130,14 +145,12 @@ class Trickle(_Raw):
 
     name = "trickle"
 
-    def _serve(self, conn: socket.socket) -> None:
-        with conn, contextlib.suppress(OSError):  # OSError: the deliverer gave up at its deadline
-            if not self._read_request(conn):
-                return
-            for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n":
-                conn.sendall(bytes([byte]))
-                if self.stop.wait(2.0):
-                    return
+    def _hold(self, conn: socket.socket) -> str:
+        for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n":
+            conn.sendall(bytes([byte]))
+            if self.stop.wait(2.0):
+                return "soak_ended"
+        return "answered"
 
 
 class Silent(_Raw):
@@ -145,14 +158,12 @@ class Silent(_Raw):
 
     name = "silent"
 
-    def _serve(self, conn: socket.socket) -> None:
-        with conn, contextlib.suppress(OSError):
-            if not self._read_request(conn):
-                return
-            conn.settimeout(1.0)
-            while not self.stop.is_set():
-                try:
-                    if not conn.recv(4096):
-                        return  # the deliverer closed it at its deadline
-                except TimeoutError:
-                    continue
+    def _hold(self, conn: socket.socket) -> str:
+        conn.settimeout(1.0)
+        while not self.stop.is_set():
+            try:
+                if not conn.recv(4096):
+                    return "deliverer_left"  # it closed the connection at its deadline
+            except TimeoutError:
+                continue
+        return "soak_ended"

@@ -456,6 +456,10 @@ class Soak:
         ]
         if honest.refused:
             problems.append(f"honest receiver refused {honest.refused} deliveries that did not verify")
+        if honest.errors:
+            problems.append(
+                f"honest receiver's server reported {len(honest.errors)} errors: {honest.errors[0]}"
+            )
         attempts: dict[str, Counter[str]] = {}
         log = self.checker_deps().callbacks
         for batch_id, role in roles.items():
@@ -618,6 +622,11 @@ class Soak:
                 callbacks = {}
             for r in (honest, *slow.values()):
                 r.close()
+            if callbacks:  # how the slow receivers' connections ended, and what the honest one's server said
+                callbacks["receiverConnections"] = {
+                    name: dict(sorted(r.ended.items())) for name, r in slow.items()
+                }
+                callbacks["honestServerErrors"] = honest.errors[:20]
             proxy_stats = {name: asdict(proxy.stats(name)) for name in ("mysql", "redis")}
 
         t = time.monotonic()

@@ -65,6 +65,11 @@ def test_the_trickling_and_the_silent_receiver_hold_an_attempt_until_its_deadlin
             # THEN the receiver got the request and held the attempt to its deadline: a timeout
             assert (result.status, result.error) == (None, "timeout"), receiver.name
             assert 1400 <= result.duration_ms < 3000 and receiver.requests == 1
+            if isinstance(receiver, receivers.Silent):  # AND it records why the connection ended
+                deadline = time.monotonic() + 5
+                while not receiver.ended and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                assert receiver.ended == {"deliverer_left": 1}
         finally:
             receiver.close()
 
