@@ -427,6 +427,8 @@ def test_resume_email_is_matched_on_first_page() -> None:
         users_named=1,
         page=1,
         visibility_seconds=result.visibility_seconds,
+        evidence=result.evidence,
+        evidence_seconds=result.evidence_seconds,
     )
     assert users.calls == [["alice.martin@example.com"]]
 
@@ -843,3 +845,49 @@ def test_unzip_and_status_never_load_the_pdf_parsers(function: str) -> None:
     )
     # THEN neither PDF parser was loaded: only process_pdf pays their memory, when it scans
     assert out.stdout.split() == ["[]"]
+
+
+@pytest.mark.parametrize("isolate", [True, False], ids=["reader", "in-process"])
+def test_the_reader_renders_the_deciding_pages_evidence_as_evidence_render_would(isolate: bool) -> None:
+    from pdfbatch import evidence
+
+    # GIVEN a manual whose address is on page 3 of 5, and a two-user letter (ambiguous on page 1)
+    manual = pdfs.manual_pdf(5, 3, "page.three@example.com")
+    letter = pdfs.text_pdf([["To: ann@example.com", "Cc: bob@example.com"]])
+    # WHEN each is scanned
+    linked = run_scan(manual, FakeUsers("page.three@example.com"), isolate=isolate)
+    ambiguous = run_scan(letter, FakeUsers("ann@example.com", "bob@example.com"), isolate=isolate)
+    # THEN the scan carries the region of the deciding page, the very PNG evidence.render makes from the
+    # bytes (so process_pdf parses nothing twice), and a file that names nobody carries none
+    assert (linked.reason, linked.page, linked.addresses) == (Reason.MATCHED, 3, ("page.three@example.com",))
+    assert linked.evidence is not None
+    assert linked.evidence == evidence.render(manual, 3, linked.addresses)
+    assert ambiguous.reason == Reason.AMBIGUOUS
+    assert ambiguous.addresses == ("ann@example.com", "bob@example.com")
+    assert ambiguous.evidence is not None
+    assert ambiguous.evidence == evidence.render(letter, 1, ambiguous.addresses)
+    nobody = run_scan(manual, FakeUsers(), isolate=isolate)
+    assert (nobody.reason, nobody.evidence) == (Reason.NO_USER, None)
+
+
+def test_a_reader_that_dies_rendering_evidence_costs_the_evidence_not_the_file(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # GIVEN a reader whose evidence render kills it (forked after the patch, so the child has it)
+    _retire_reader()
+
+    def die(self: object, addresses: Sequence[str]) -> bytes:
+        os.kill(os.getpid(), signal.SIGKILL)
+        raise AssertionError("unreachable")
+
+    monkeypatch.setattr(pdf_pages._Document, "evidence", die)
+    try:
+        # WHEN a résumé is scanned  THEN it still links, without evidence (process_pdf renders it again)
+        data = pdfs.resume_pdf("Ann", "ann@example.com")
+        scan = run_scan(data, FakeUsers("ann@example.com"))
+        assert (scan.reason, scan.email, scan.evidence) == (Reason.MATCHED, "ann@example.com", None)
+    finally:
+        monkeypatch.undo()
+    # AND the next file gets a new reader, which renders it
+    again = run_scan(data, FakeUsers("ann@example.com"))
+    assert again.reason == Reason.MATCHED and again.evidence is not None

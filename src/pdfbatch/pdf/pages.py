@@ -33,7 +33,7 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from pdfbatch.errors import MalformedPdf
-from pdfbatch.pdf import visibility
+from pdfbatch.pdf import region, visibility
 from pdfbatch.pdf.glyphs import Box, occurrences
 from pdfbatch.pdf.structure import _check_page_tree, _open_pdfium, validate
 
@@ -103,6 +103,15 @@ class _Document:
         with PDFIUM_LOCK:
             shown = [(position, email) for email in emails if (position := page.shows(email)) is not None]
         return [email for _, email in sorted(shown)]
+
+    def evidence(self, addresses: Sequence[str]) -> bytes | None:
+        """The region of the page read last around where ``addresses`` are drawn, as a PNG
+        (region.png), or None."""
+        page = self._page
+        if page is None or page.textpage is None:
+            return None
+        with PDFIUM_LOCK:
+            return region.png(page.page, page.textpage, addresses)
 
     def close(self) -> None:
         """Release the page and the document."""

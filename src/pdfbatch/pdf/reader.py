@@ -79,7 +79,8 @@ def _reader() -> _Reader:
 class _Remote:
     """One document read by this thread's reader. After each page that brought candidates the reader
     waits: for "visible" (which of these addresses does a person see? it renders them and answers
-    "shown"), then for the verdict, "go" on or "stop", so it never reads past the page that decided."""
+    "shown"), then for the verdict, "go" on or "stop", so it never reads past the page that decided
+    (before "stop", "evidence" asks for that page's region as a PNG)."""
 
     def __init__(self, data: bytes, max_pages: int) -> None:
         self._reader = _reader()
@@ -139,6 +140,24 @@ class _Remote:
             if message[2]:
                 self._awaiting_verdict = True
                 return shown
+
+    def evidence(self, addresses: Sequence[str], timeout: float) -> bytes | None:
+        """The deciding page's region around ``addresses`` as a PNG (pages._Document.evidence), rendered
+        by the reader, which still holds the page; None when it finds none, fails, or takes longer than
+        ``timeout`` (then it is replaced: evidence is best effort, never the file's outcome)."""
+        if not self._awaiting_verdict:
+            return None
+        conn = self._reader.conn
+        conn.send_bytes(json.dumps(["evidence", list(addresses)]).encode())
+        self._awaiting_verdict = False  # until it answers, it is busy: close() kills it
+        if not conn.poll(max(timeout, 0.0)):
+            return None
+        try:
+            png = conn.recv_bytes()
+        except EOFError:
+            return None
+        self._awaiting_verdict = True
+        return png or None
 
     def _receive(self, deadline: float) -> list[Any]:
         conn = self._reader.conn
@@ -283,7 +302,8 @@ def _read_one(conn: Connection) -> bool:  # pragma: no cover - runs in the forke
 
 
 def _answer(conn: Connection, document: _Document) -> bool:  # pragma: no cover - runs in the child
-    """Serve the parent's visibility checks on the page just sent; then True to go on, False to stop."""
+    """Serve the parent's visibility checks (and, once it decided on this page, its evidence render) on the
+    page just sent; then True to go on, False to stop."""
     asked: list[str] = []
     while True:
         message = conn.recv_bytes()
@@ -292,6 +312,12 @@ def _answer(conn: Connection, document: _Document) -> bool:  # pragma: no cover 
         if message == b"stop":
             return False
         request = json.loads(message)
+        if request[0] == "evidence":
+            png: bytes | None = None
+            with contextlib.suppress(Exception):  # best effort: no evidence, never the file's outcome
+                png = document.evidence(request[1])
+            conn.send_bytes(png or b"")
+            continue
         asked.extend(request[1])
         if request[2]:
             checks = [[c.email, c.seen.value, c.read] for c in confirmed(document, asked)]

@@ -16,6 +16,7 @@ pipe.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -47,6 +48,18 @@ class Scan(Generic[R]):
     page: int | None = None  # the page (1-based) that decided, MATCHED or AMBIGUOUS
     visibility_seconds: float = 0.0  # rendering the addresses of users to see they show (in extract)
     named: tuple[R, ...] = ()  # AMBIGUOUS: the users the deciding page named (matching.Decision.named)
+    # The deciding page's region around ``addresses`` as a PNG (pdf.region), when the reader rendered it
+    # there; None when it did not (then pdfbatch.evidence.render renders it from the bytes).
+    evidence: bytes | None = None
+    evidence_seconds: float = 0.0  # rendering it in the reader (after the decision: not in extract)
+
+    @property
+    def addresses(self) -> tuple[str, ...]:
+        """The deciding page's addresses of users: what its evidence shows (the linked user's, or those
+        of the users an ambiguous page named)."""
+        if self.email:
+            return (self.email,)
+        return tuple(dict.fromkeys(u.email for u in self.named))
 
 
 # The users table: every row whose email is one of the candidates (any order, two rows may share an
@@ -153,7 +166,12 @@ def scan(
             )
             decision = decide(pages, rows, policy)
             if decision is not None:
-                return result(decision)
+                found = result(decision)
+                if found.page == pages_read and found.addresses:  # the reader still holds that page
+                    t = clock()
+                    png = source.evidence(found.addresses, max(left(), _EVIDENCE_SECONDS))
+                    found = dataclasses.replace(found, evidence=png, evidence_seconds=clock() - t)
+                return found
     finally:
         source.close()
     return result(decide(pages, rows, policy, complete=True, any_text=any_text, refused=refused))
@@ -220,6 +238,8 @@ class _Source(Protocol):
 
     def visible(self, emails: Sequence[str], timeout: float) -> list[Check]: ...
 
+    def evidence(self, addresses: Sequence[str], timeout: float) -> bytes | None: ...
+
     def close(self) -> None: ...
 
 
@@ -242,9 +262,17 @@ class _InProcess:
         assert self._document is not None
         return confirmed(self._document, emails)
 
+    def evidence(self, addresses: Sequence[str], timeout: float) -> bytes | None:
+        assert self._document is not None
+        return self._document.evidence(addresses)
+
     def close(self) -> None:
         if self._document is not None:
             self._document.close()  # closes the pdfium document
 
+
+# The least time the reader is given to render the evidence, even when the file's budget is nearly spent
+# (a region of a page it has already rendered for the pixel check: milliseconds).
+_EVIDENCE_SECONDS = 2.0
 
 _CAN_FORK = hasattr(os, "fork")  # where it does not, scan() reads in this process

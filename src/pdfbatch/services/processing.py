@@ -37,6 +37,7 @@ class Verdict:
     page: int | None = None  # the page (1-based) that decided (MATCHED, AMBIGUOUS)
     named: tuple[str, ...] = ()  # ids of the users a file that links nobody named (AMBIGUOUS)
     addresses: tuple[str, ...] = ()  # the deciding page's addresses of users: what its evidence shows
+    evidence: bytes | None = None  # that region as a PNG, when the reader rendered it (pdf.Scan.evidence)
 
 
 def process_file(deps: Deps, task: FileTask) -> FileRow | None:
@@ -136,6 +137,7 @@ def _text_reader(deps: Deps) -> Reader:
             "extract": scan.extract_seconds,
             "match": scan.lookup_seconds,
             "visibility": scan.visibility_seconds,
+            "evidence_render": getattr(scan, "evidence_seconds", 0.0),
             "pages": float(scan.pages_read),
         }
 
@@ -220,7 +222,7 @@ def keep_evidence(
     assert verdict.page is not None
     t = time.monotonic()
     try:
-        png = evidence.render(data, verdict.page, verdict.addresses)
+        png = verdict.evidence or evidence.render(data, verdict.page, verdict.addresses)
         if png is not None:
             deps.store.put_bytes(
                 deps.settings.bucket, evidence.key(task.batch_id, task.index), png, "image/png"
@@ -467,8 +469,10 @@ def _scan(deps: Deps, data: bytes) -> tuple[Any, Verdict]:
         policy=MatchPolicy(s.match_policy),
     )
     named = tuple(u.id for u in scan.named)
-    addresses = (scan.email,) if scan.email else tuple(dict.fromkeys(u.email for u in scan.named))
-    return scan, Verdict(scan.reason, scan.match, scan.users_named, scan.page, named, addresses)
+    verdict = Verdict(
+        scan.reason, scan.match, scan.users_named, scan.page, named, scan.addresses, scan.evidence
+    )
+    return scan, verdict
 
 
 def _ocr_scan(deps: Deps, data: bytes, engine: Any) -> tuple[Any, Verdict]:
