@@ -891,3 +891,19 @@ def test_a_reader_that_dies_rendering_evidence_costs_the_evidence_not_the_file(
     # AND the next file gets a new reader, which renders it
     again = run_scan(data, FakeUsers("ann@example.com"))
     assert again.reason == Reason.MATCHED and again.evidence is not None
+
+
+def test_evidence_of_an_address_drawn_off_the_page_is_none_not_an_error() -> None:
+    from pdfbatch.pdf import region
+
+    # GIVEN a page whose only address is set beyond its right edge (its text layer has it; no ink shows)
+    data = pdf_reader._minimal_pdf("off.page@example.com").replace(b"50 780 Td", b"700 780 Td")
+    doc = pdfium.PdfDocument(data)
+    try:
+        page = doc[0]
+        textpage = page.get_textpage()
+        # WHEN its evidence is rendered  THEN there is none (pdfium would refuse a crop outside the page)
+        assert region.png(page, textpage, ["off.page@example.com"]) is None
+        textpage.close()
+    finally:
+        doc.close()

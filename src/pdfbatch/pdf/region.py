@@ -28,8 +28,10 @@ def png(pdf_page: Any, textpage: Any, addresses: Sequence[str]) -> bytes | None:
     if box is None:
         return None
     left, bottom, right, top = box
-    left, bottom = max(0.0, left - PAD_X), max(0.0, bottom - PAD_Y)
-    right, top = min(width, right + PAD_X), min(height, top + PAD_Y)
+    left, bottom = min(max(0.0, left - PAD_X), width), min(max(0.0, bottom - PAD_Y), height)
+    right, top = max(min(width, right + PAD_X), left), max(min(height, top + PAD_Y), bottom)
+    if right - left < 1 or top - bottom < 1:  # drawn off the page (its box, not its ink, is there)
+        return None
     if (right - left) * (top - bottom) * SCALE * SCALE > MAX_PIXELS:
         bottom = max(bottom, top - MAX_PIXELS / (SCALE * SCALE * (right - left)))
     bitmap = pdf_page.render(
