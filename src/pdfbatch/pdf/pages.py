@@ -106,12 +106,16 @@ class _Document:
 
     def evidence(self, addresses: Sequence[str]) -> bytes | None:
         """The region of the page read last around where ``addresses`` are drawn, as a PNG
-        (region.png), or None."""
+        (region.png), or None; None too when pdfium cannot render it (evidence is best effort, never the
+        file's outcome)."""
         page = self._page
         if page is None or page.textpage is None:
             return None
         with PDFIUM_LOCK:
-            return region.png(page.page, page.textpage, addresses)
+            try:
+                return region.png(page.page, page.textpage, addresses)
+            except (pdfium.PdfiumError, ValueError):
+                return None
 
     def close(self) -> None:
         """Release the page and the document."""
