@@ -386,7 +386,7 @@ ENGINE = ocr.Tesseract()
 ROOMY = 600.0
 
 
-@pytest.mark.parametrize("seed", [11, 12])
+@pytest.mark.parametrize("seed", [11, pytest.param(12, marks=pytest.mark.slow)])  # seconds each
 def test_tesseract_reads_a_header_address_from_the_band_alone(seed: int) -> None:
     # GIVEN a scanned résumé (200 dpi, skewed, noisy, JPEG) whose address is in the header
     doc = next(

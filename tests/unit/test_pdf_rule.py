@@ -314,7 +314,8 @@ def _across_columns(address: str, box: float, foot: int) -> bytes:
 _OWNER = "a00000000.a0.a@axxxxxxxxxx.a.com"
 
 
-@pytest.mark.parametrize("box", [30, 40, 48, 62, 75])
+# Seconds each (one pixel check per foot): one box width in `make fast`, all of them in `make unit`.
+@pytest.mark.parametrize("box", [*(pytest.param(b, marks=pytest.mark.slow) for b in (30, 40, 48, 62)), 75])
 def test_an_address_broken_at_a_column_foot_never_links_its_tail_or_head(box: float) -> None:
     # GIVEN the owner's address broken by the layout anywhere, the break at the foot of a column and
     # the rest at the top of the next (CI found "000.a0." / [next column] "a@axxxxxxxxxx.a.com," linked)
