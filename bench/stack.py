@@ -23,8 +23,8 @@ import pymysql
 import redis
 from botocore.config import Config
 
+from pdfbatch.api_client import ApiClient
 from pdfbatch.ops import localstack
-from pdfbatch.ops.api import ApiClient
 
 ROOT = Path(__file__).resolve().parents[1]
 STACK = os.environ.get("PDFBATCH_BENCH_STACK", "pdfbatch-bench")

@@ -289,8 +289,8 @@ def test_the_status_zip_deployed_holds_no_pdf_library(stack: dict[str, Any], aws
 def test_the_secrets_hold_the_credentials_and_the_key_the_cli_finds(
     stack: dict[str, Any], aws: Any, endpoint: str
 ) -> None:
+    from pdfbatch.api_client import stored_api_key
     from pdfbatch.config import split_mysql_credentials
-    from pdfbatch.ops.api import stored_api_key
 
     # GIVEN the stack deployed from this checkout (a test above deployed it from a copy, with its own key)
     messages: list[str] = []

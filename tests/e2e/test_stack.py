@@ -19,8 +19,8 @@ from tools import demo_zip, samples
 
 from fixtures.stack import REDIS_URL, local_client, run_cli, seed
 from pdfbatch.adapters.redis import progress_key
+from pdfbatch.api_client import ApiClient
 from pdfbatch.ops import localstack
-from pdfbatch.ops.api import ApiClient
 
 pytestmark = pytest.mark.e2e
 
@@ -124,7 +124,7 @@ def test_large_zip_copied_with_aws_cli_arrives_multipart_and_completes(
 
 
 def test_unknown_batch_is_a_json_404(stack: dict[str, Any]) -> None:
-    from pdfbatch.ops.api import ApiError
+    from pdfbatch.api_client import ApiError
 
     with pytest.raises(ApiError) as info:
         stack["api"].status("0" * 32)

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pdfbatch.ops import deploy as ops_deploy
-from pdfbatch.ops.api import (
+from pdfbatch.api_client import (
     ApiClient,
     api_key_file,
     local_api_key,
@@ -16,6 +15,7 @@ from pdfbatch.ops.api import (
     remember_api_url,
     stored_api_key,
 )
+from pdfbatch.ops import deploy as ops_deploy
 from pdfbatch.ops.build import project_root
 
 URL = "http://127.0.0.1:4566/_aws/execute-api/abc123/v1/"

@@ -142,7 +142,11 @@ def test_zips_leave_out_the_sdk_operator_tooling_and_metadata(first_build: dict[
     for path in first_build.values():
         entries = names(path)
         assert not tops(path) & {"boto3", "botocore", "s3transfer", "bin"}
-        assert not [n for n in entries if n.startswith(("pdfbatch/ops/", "pdfbatch/cli"))]
+        assert not [
+            n
+            for n in entries
+            if n.startswith(("pdfbatch/ops/", "pdfbatch/cli", "pdfbatch/api_client", "pdfbatch/invariants"))
+        ]
         assert not [n for n in entries if ".dist-info/" in n]
         assert len(entries) == len(set(entries))
 

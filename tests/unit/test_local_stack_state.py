@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from pdfbatch.api_client import local_api_key, remember_api_url, stored_api_key
 from pdfbatch.ops import deploy as ops_deploy
 from pdfbatch.ops import localstack
-from pdfbatch.ops.api import local_api_key, remember_api_url, stored_api_key
 from pdfbatch.ops.build import project_root
 
 A, B = "http://127.0.0.1:4591", "http://127.0.0.1:4592"

@@ -102,7 +102,7 @@ def check_redis() -> None:
 
 def api_client() -> Any:
     """An ApiClient for the deployed stack (PDFBATCH_API_URL overrides discovery)."""
-    from pdfbatch.ops.api import ApiClient, ApiError, stack_outputs
+    from pdfbatch.api_client import ApiClient, ApiError, stack_outputs
 
     url = os.environ.get("PDFBATCH_API_URL")
     if not url:

@@ -131,8 +131,8 @@ def stack_status(args: argparse.Namespace) -> int:
 
 def stack_key(args: argparse.Namespace) -> int:
     """Print the REST API's key: the one `stack up` stored for this stack, else PDFBATCH_API_KEY."""
+    from pdfbatch.api_client import read_api_key
     from pdfbatch.ops import localstack
-    from pdfbatch.ops.api import read_api_key
 
     root = localstack.find_root(Path.cwd()) if not args.root else Path(args.root)
     key = read_api_key(root, common.STACK_NAME, endpoint_url()) or os.environ.get("PDFBATCH_API_KEY", "")

@@ -46,9 +46,16 @@ DEFAULT_ARCH = "arm64"
 # Lambda's names -> the machine names in wheel tags.
 ARCHITECTURES: Mapping[str, str] = {"arm64": "aarch64", "x86_64": "x86_64"}
 LOCK_NAME = "requirements.txt"  # per function, under functions/{fn}/
-# Not shipped: the lock and its source, and what no function imports (operator tooling, the CLI).
+# Not shipped: the lock and its source, and what no function imports (operator tooling, the CLI, the
+# REST API's client and the invariant checker, which the CLI and the tests use).
 _NOT_SHIPPED_FUNCTION_FILES = frozenset({"requirements.txt", "requirements.in"})
-_NOT_SHIPPED_PACKAGE_PREFIXES = ("pdfbatch/ops/", "pdfbatch/cli/", "pdfbatch/cli.py")
+_NOT_SHIPPED_PACKAGE_PREFIXES = (
+    "pdfbatch/ops/",
+    "pdfbatch/cli/",
+    "pdfbatch/cli.py",
+    "pdfbatch/api_client.py",
+    "pdfbatch/invariants.py",
+)
 # The Lambda runtime ships the AWS SDK; bundling it would add 20 MB and shadow the runtime's copy.
 RUNTIME_PROVIDED = frozenset({"boto3", "botocore", "s3transfer"})
 PYTHON_VERSION = "3.13"

@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from pdfbatch.api_client import local_api_key, remember_api_url
 from pdfbatch.config import DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, split_mysql_credentials
 from pdfbatch.errors import ConfigError
-from pdfbatch.ops.api import local_api_key, remember_api_url
 from pdfbatch.ops.build import (
     DEFAULT_ARCH,
     Artefact,
