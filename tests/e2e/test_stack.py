@@ -15,12 +15,11 @@ from typing import Any
 
 import pytest
 import redis
-from tools import demo_zip, samples
+from tools import demo_zip, localstack, samples
 
 from fixtures.stack import REDIS_URL, local_client, run_cli, seed
 from pdfbatch.adapters.redis import progress_key
 from pdfbatch.api_client import ApiClient
-from pdfbatch.ops import localstack
 
 pytestmark = pytest.mark.e2e
 
