@@ -46,14 +46,16 @@ DEFAULT_ARCH = "arm64"
 # Lambda's names -> the machine names in wheel tags.
 ARCHITECTURES: Mapping[str, str] = {"arm64": "aarch64", "x86_64": "x86_64"}
 LOCK_NAME = "requirements.txt"  # per function, under functions/{fn}/
-# Not shipped: the lock and its source, and what no function imports (the CLI, the REST API's client and
-# the invariant checker, which the CLI and the tests use; the tooling is outside the package, in tools/).
+# Not shipped: the lock and its source, and what no function imports (the CLI, the REST API's client,
+# the invariant checker and the checkout's layout, which the CLI, the tooling and the tests use; the
+# tooling itself is outside the package, in tools/).
 _NOT_SHIPPED_FUNCTION_FILES = frozenset({"requirements.txt", "requirements.in"})
 _NOT_SHIPPED_PACKAGE_PREFIXES = (
     "pdfbatch/cli/",
     "pdfbatch/cli.py",
     "pdfbatch/api_client.py",
     "pdfbatch/invariants.py",
+    "pdfbatch/checkout.py",
 )
 # The Lambda runtime ships the AWS SDK; bundling it would add 20 MB and shadow the runtime's copy.
 RUNTIME_PROVIDED = frozenset({"boto3", "botocore", "s3transfer"})
