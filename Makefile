@@ -91,7 +91,7 @@ check-infra: $(STAMP) $(CHECKOV_STAMP)
 
 # `sam build` runs build-<LogicalId> for each function (Metadata: BuildMethod: makefile in the template).
 build-%Function: $(STAMP)
-	$(BIN)/python -m pdfbatch.ops.build --sam-function $* --artifacts-dir "$(ARTIFACTS_DIR)"
+	$(BIN)/python -m tools.build --sam-function $* --artifacts-dir "$(ARTIFACTS_DIR)"
 
 lock: $(STAMP)
 	$(UV_COMPILE) --universal --python-version 3.11 pyproject.toml requirements/tools.in --extra dev -o $(DEV_LOCK)

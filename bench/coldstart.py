@@ -29,9 +29,8 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.report import Row, Target
-from pdfbatch.ops import localstack
-from pdfbatch.ops.build import (
+from tools import localstack
+from tools.build import (
     FUNCTIONS,
     build,
     compile_bytecode,
@@ -40,6 +39,8 @@ from pdfbatch.ops.build import (
     platform_args,
     project_root,
 )
+
+from bench.report import Row, Target
 
 SECTION = "8"
 NOTES = (

@@ -17,10 +17,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from statistics import median
 
+from tools import localstack
+
 from bench import corpora, pipeline
 from bench import stack as st
 from bench.report import Row, publish
-from pdfbatch.ops import localstack
 
 RESULTS = Path(__file__).resolve().parent / "results"
 _TICK = os.sysconf("SC_CLK_TCK")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.stack import BenchStack, Report
-from pdfbatch.ops.api import ApiClient, presigned_post
+from pdfbatch.api_client import ApiClient, presigned_post
 from pdfbatch.services.report import percentile
 
 STAGES = ("download", "validate", "extract", "match", "copy", "update", "count")

@@ -1,7 +1,7 @@
 """The bench's own stack on the shared LocalStack, deployed with the project's tooling, and its helpers.
 
 Stack `pdfbatch-bench`, database `pdfbatch_bench`, Redis db 9: the demo, test and e2e stacks are never
-touched. LocalStack is started with a lease (ops.localstack) and stopped only if this run started it
+touched. LocalStack is started with a lease (tools.localstack) and stopped only if this run started it
 and nobody else holds a lease.
 """
 
@@ -22,9 +22,9 @@ import boto3
 import pymysql
 import redis
 from botocore.config import Config
+from tools import localstack
 
-from pdfbatch.ops import localstack
-from pdfbatch.ops.api import ApiClient
+from pdfbatch.api_client import ApiClient
 
 ROOT = Path(__file__).resolve().parents[1]
 STACK = os.environ.get("PDFBATCH_BENCH_STACK", "pdfbatch-bench")

@@ -13,10 +13,11 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from tools import localstack
+
 from bench import pipeline
 from bench.report import Row, Target
 from bench.stack import BenchStack
-from pdfbatch.ops import localstack
 from pdfbatch.services.report import percentile
 
 POLLERS = 5

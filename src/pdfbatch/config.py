@@ -7,13 +7,16 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
-from urllib.parse import quote, unquote, urlparse
+from urllib.parse import quote, unquote, urlparse, urlsplit
 
 from pdfbatch.errors import ConfigError
 
 DEFAULT_MYSQL_URL = "mysql://root@127.0.0.1:3306/pdfbatch"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_ENDPOINT_URL = "http://127.0.0.1:4566"
+# The local stack the CLI, the tests, the bench and the soak use when AWS_ENDPOINT_URL is unset.
+LOCALSTACK_PORT_ENV = "PDFBATCH_LOCALSTACK_PORT"
+DEFAULT_LOCALSTACK_PORT = 4566
 
 # PDFBATCH_MATCH_POLICY: which user a PDF is linked to (see pdfbatch.matching, docs/MATCHING.md).
 #   unique: the only user named on the first page that names one (two or more: ambiguous, nobody)
@@ -310,6 +313,19 @@ def split_mysql_credentials(url: str) -> tuple[str, dict[str, str]]:
     host = f"[{p.host}]" if ":" in p.host else p.host
     address = f"{urlparse(url).scheme}://{host}:{p.port}/{p.database}"
     return address, {"username": p.user, "password": p.password}
+
+
+def local_endpoint() -> str:
+    """http://127.0.0.1:4566, or the port in PDFBATCH_LOCALSTACK_PORT."""
+    port = os.environ.get(LOCALSTACK_PORT_ENV, "").strip() or str(DEFAULT_LOCALSTACK_PORT)
+    if not port.isdigit():
+        raise ConfigError(f"{LOCALSTACK_PORT_ENV} must be a port number, not {port!r}.")
+    return f"http://127.0.0.1:{port}"
+
+
+def local_port(endpoint: str | None) -> int:
+    """The gateway port of ``endpoint`` (default: local_endpoint())."""
+    return urlsplit(endpoint or local_endpoint()).port or DEFAULT_LOCALSTACK_PORT
 
 
 def _int(env: Mapping[str, str], name: str, default: int) -> int:

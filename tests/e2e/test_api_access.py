@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from fixtures.openapi import SPEC_FILE, CheckedApiClient, check_response
-from pdfbatch.ops.api import ApiError
+from pdfbatch.api_client import ApiError
 
 pytestmark = pytest.mark.e2e
 

@@ -226,7 +226,7 @@ def test_a_callback_receiver_down_at_first_gets_a_signed_delivery_and_a_replay(
 
 
 def test_a_private_callback_url_is_refused_at_creation_on_the_stack(stack: dict[str, Any]) -> None:
-    from pdfbatch.ops.api import ApiError
+    from pdfbatch.api_client import ApiError
 
     with pytest.raises(ApiError) as info:
         stack["api"].request(

@@ -1,4 +1,4 @@
-"""Deploy infra/template.yaml to LocalStack with pdfbatch.ops.deploy and check what it created."""
+"""Deploy infra/template.yaml to LocalStack with tools.deploy and check what it created."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tools.build import project_root
+from tools.deploy import DeployParams, deploy
 
 from fixtures.pipeline import empty_and_delete_bucket
-from pdfbatch.ops.build import project_root
-from pdfbatch.ops.deploy import DeployParams, deploy
 
 pytestmark = pytest.mark.e2e
 
@@ -215,7 +215,7 @@ def test_a_failed_deploy_names_the_failed_resource_and_the_next_one_recreates_th
     endpoint: str, aws: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # GIVEN code keys that point at nothing in the artefacts bucket
-    import pdfbatch.ops.deploy as ops_deploy
+    import tools.deploy as ops_deploy
 
     def missing(s3: Any, bucket: str, stack_name: str, artefacts: Any) -> dict[str, str]:
         return {fn: f"{stack_name}/{fn}-missing.zip" for fn in artefacts}
@@ -244,7 +244,7 @@ def test_a_failed_deploy_names_the_failed_resource_and_the_next_one_recreates_th
 
 
 def test_functions_are_traced_and_run_on_this_machines_architecture(stack: dict[str, Any], aws: Any) -> None:
-    from pdfbatch.ops.build import host_architecture
+    from tools.build import host_architecture
 
     out, lam = stack["outputs"], aws("lambda")
     for key in FUNCTION_KEYS:
@@ -289,8 +289,8 @@ def test_the_status_zip_deployed_holds_no_pdf_library(stack: dict[str, Any], aws
 def test_the_secrets_hold_the_credentials_and_the_key_the_cli_finds(
     stack: dict[str, Any], aws: Any, endpoint: str
 ) -> None:
+    from pdfbatch.api_client import stored_api_key
     from pdfbatch.config import split_mysql_credentials
-    from pdfbatch.ops.api import stored_api_key
 
     # GIVEN the stack deployed from this checkout (a test above deployed it from a copy, with its own key)
     messages: list[str] = []

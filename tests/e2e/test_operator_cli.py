@@ -201,7 +201,7 @@ def test_unknown_batches_exit_2(stack: dict[str, Any]) -> None:
 @pytest.fixture(scope="module")
 def dlq_stack(stack: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """A second stack on the e2e database whose failed messages come back at once (1 s backoff)."""
-    from pdfbatch.ops.deploy import DeployParams, deploy
+    from tools.deploy import DeployParams, deploy
 
     params = DeployParams(
         mysql_url=MYSQL_URL,

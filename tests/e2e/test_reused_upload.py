@@ -16,7 +16,7 @@ import pytest
 from tools import samples
 
 from fixtures.stack import local_client, run_cli, seed
-from pdfbatch.ops.api import ApiClient, presigned_post
+from pdfbatch.api_client import ApiClient, presigned_post
 
 pytestmark = pytest.mark.e2e
 

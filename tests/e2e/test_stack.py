@@ -15,12 +15,11 @@ from typing import Any
 
 import pytest
 import redis
-from tools import demo_zip, samples
+from tools import demo_zip, localstack, samples
 
 from fixtures.stack import REDIS_URL, local_client, run_cli, seed
 from pdfbatch.adapters.redis import progress_key
-from pdfbatch.ops import localstack
-from pdfbatch.ops.api import ApiClient
+from pdfbatch.api_client import ApiClient
 
 pytestmark = pytest.mark.e2e
 
@@ -124,7 +123,7 @@ def test_large_zip_copied_with_aws_cli_arrives_multipart_and_completes(
 
 
 def test_unknown_batch_is_a_json_404(stack: dict[str, Any]) -> None:
-    from pdfbatch.ops.api import ApiError
+    from pdfbatch.api_client import ApiError
 
     with pytest.raises(ApiError) as info:
         stack["api"].status("0" * 32)

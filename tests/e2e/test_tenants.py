@@ -17,7 +17,7 @@ from tools import samples
 
 from fixtures.openapi import CheckedApiClient
 from fixtures.stack import local_client, run_cli
-from pdfbatch.ops.api import ApiError, presigned_post
+from pdfbatch.api_client import ApiError, presigned_post
 
 pytestmark = pytest.mark.e2e
 

@@ -21,9 +21,9 @@ import pytest
 from tools import demo_zip, samples
 
 from fixtures.stack import ROOT, free_port, seed
+from pdfbatch.api_client import ApiError
 from pdfbatch.display import printable
 from pdfbatch.model import REASON_TEXT
-from pdfbatch.ops.api import ApiError
 
 pytestmark = pytest.mark.e2e
 

@@ -12,7 +12,7 @@ from fixtures import pdfs
 from fixtures.pipeline import drain, upload
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch.adapters.redis import progress_key
-from pdfbatch.ops.invariants import ExpectedUpload, Oracle, S3Keys, Sources, check
+from pdfbatch.invariants import ExpectedUpload, Oracle, S3Keys, Sources, check
 from pdfbatch.services import staging
 from plugins.services import add_users
 

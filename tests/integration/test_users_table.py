@@ -15,6 +15,7 @@ import pymysql
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tools.users_check import check_users_table
 
 from fixtures import pdfs
 from fixtures.apigw import Context, load_handler
@@ -28,7 +29,6 @@ from pdfbatch.adapters.mysql import MysqlClient
 from pdfbatch.adapters.users_table import can_hold, normalise
 from pdfbatch.config import Settings, UsersTable, parse_mysql_url
 from pdfbatch.model import final_key
-from pdfbatch.ops.users_check import check_users_table
 from pdfbatch.services import staging, views
 from pdfbatch.services.deps import Deps
 from pdfbatch.tenants import ADMIN
@@ -213,7 +213,7 @@ def check(table: Table, **users: str) -> Any:
 
 
 def test_the_development_table_passes_the_check_with_no_warning(table: Table) -> None:
-    from pdfbatch.ops.devdb import USERS_DDL
+    from tools.devdb import USERS_DDL
 
     table.create(USERS_DDL)
     found = check(table)
@@ -279,7 +279,7 @@ def test_the_check_warns_about_what_works_but_surprises(table: Table) -> None:
 
 def test_the_check_says_when_the_mysql_user_may_not_write_pdf_url(table: Table, db: Any, run_id: str) -> None:
     # GIVEN the development table, and a MySQL user who may only read it
-    from pdfbatch.ops.devdb import USERS_DDL
+    from tools.devdb import USERS_DDL
 
     table.create(USERS_DDL)
     database = parse_mysql_url(table.deps.settings.mysql_url).database

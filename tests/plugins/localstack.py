@@ -6,18 +6,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from pdfbatch.ops import localstack as ops
+from tools import localstack as tooling
 
 
 @pytest.fixture(scope="session")
 def localstack() -> Iterator[str]:
     """The endpoint URL of a ready LocalStack (started if needed, ~2 s once the venvs exist)."""
-    root = ops.find_root(Path(__file__).parent)
+    root = tooling.find_root(Path(__file__).parent)
     # A lease rather than "stop it if we started it": another session (a colleague's, CI's deploy tests)
     # may be using the same LocalStack; the last lease holder out stops it, an operator's `up` keeps it.
-    handle = ops.start(root, lease=True)
+    handle = tooling.start(root, lease=True)
     try:
         yield handle.endpoint
     finally:
-        ops.release(root)
+        tooling.release(root)

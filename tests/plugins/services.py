@@ -10,11 +10,11 @@ from typing import Any
 
 import pymysql
 import pytest
+from tools.devdb import USERS_DDL as DEV_USERS_DDL
 
 from fixtures.apigw import TEST_API_KEY
 from fixtures.events import UNZIP_DLQ_ARN
 from pdfbatch.config import Settings, parse_mysql_url
-from pdfbatch.ops.devdb import USERS_DDL as DEV_USERS_DDL
 
 TEST_MYSQL_ROOT = os.environ.get("PDFBATCH_TEST_MYSQL_ROOT_URL", "mysql://root@127.0.0.1:3306/test")
 TEST_REDIS_URL = os.environ.get("PDFBATCH_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")

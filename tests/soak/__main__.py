@@ -12,7 +12,8 @@ import os
 import sys
 from pathlib import Path
 
-from pdfbatch.ops import localstack
+from tools import localstack
+
 from soak.run import ROOT, Soak, SoakConfig, new_seed
 
 

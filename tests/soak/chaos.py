@@ -41,7 +41,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pdfbatch.ops import localstack
+from tools import localstack
+
 from soak.proxy import ChaosProxy
 
 # LocalStack's S3 notifications carry this one sequencer whatever the object (localstack/services/s3/

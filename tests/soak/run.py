@@ -37,12 +37,12 @@ from typing import Any
 import boto3
 import pymysql
 from botocore.config import Config
+from tools import devdb
+from tools.deploy import DeployError, DeployParams, deploy
 
+from pdfbatch.api_client import ApiClient, ApiError, presigned_post, read_api_key
 from pdfbatch.config import Settings, parse_mysql_url
-from pdfbatch.ops import devdb
-from pdfbatch.ops.api import ApiClient, ApiError, presigned_post, read_api_key
-from pdfbatch.ops.deploy import DeployError, DeployParams, deploy
-from pdfbatch.ops.invariants import ExpectedUpload, Oracle, Report, S3Keys, Sources, check
+from pdfbatch.invariants import ExpectedUpload, Oracle, Report, S3Keys, Sources, check
 from pdfbatch.services.tally import ANNOUNCE_LEASE_SECONDS
 from soak import chaos, corpus, receivers
 from soak.proxy import ChaosProxy

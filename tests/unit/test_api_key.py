@@ -6,9 +6,10 @@ import stat
 from pathlib import Path
 
 import pytest
+from tools import deploy as ops_deploy
+from tools.build import project_root
 
-from pdfbatch.ops import deploy as ops_deploy
-from pdfbatch.ops.api import (
+from pdfbatch.api_client import (
     ApiClient,
     api_key_file,
     local_api_key,
@@ -16,7 +17,6 @@ from pdfbatch.ops.api import (
     remember_api_url,
     stored_api_key,
 )
-from pdfbatch.ops.build import project_root
 
 URL = "http://127.0.0.1:4566/_aws/execute-api/abc123/v1/"
 
@@ -85,7 +85,7 @@ def test_a_corrupt_key_file_is_replaced_by_a_new_key(checkout: Path) -> None:
 
 def test_the_key_goes_to_the_stack_secret_never_to_a_parameter_or_a_repr() -> None:
     # On AWS the stack generates the key in ApiKeySecret; a PDFBATCH_API_KEY given to a deploy is put
-    # there too (pdfbatch.ops.deploy.sync_secrets), never passed as a template parameter.
+    # there too (tools.deploy.sync_secrets), never passed as a template parameter.
     params = ops_deploy.DeployParams.from_env({"PDFBATCH_API_KEY": "k" * 20})
     assert params.api_key == "k" * 20
     assert "k" * 20 not in repr(params)

@@ -109,7 +109,7 @@ def run_paths(names: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     term = Terminal(monkeypatch)
     api = FakeApi(names)
     monkeypatch.setattr(batches, "api_client", lambda: api)
-    monkeypatch.setattr("pdfbatch.ops.api.presigned_post", lambda *a, **k: None)
+    monkeypatch.setattr("pdfbatch.api_client.presigned_post", lambda *a, **k: None)
     monkeypatch.setattr(operator, "ops_deps", lambda: (None, {}))
     monkeypatch.setattr(operator, "dead_letters", lambda deps, outputs: None)
     letters = {

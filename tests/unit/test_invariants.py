@@ -1,4 +1,4 @@
-"""The invariant checker (pdfbatch.ops.invariants) over the fakes and moto: a clean run holds every
+"""The invariant checker (pdfbatch.invariants) over the fakes and moto: a clean run holds every
 invariant, and each invariant, broken on purpose, is reported (a checker that cannot fail proves nothing).
 """
 
@@ -18,8 +18,8 @@ from fixtures import pdfs
 from fixtures.pipeline import BUCKET, drain, upload
 from fixtures.zips import zipfile_zip as make_zip
 from pdfbatch import announcement
+from pdfbatch.invariants import ExpectedUpload, Oracle, Report, S3Keys, Sources, check
 from pdfbatch.model import staging_key
-from pdfbatch.ops.invariants import ExpectedUpload, Oracle, Report, S3Keys, Sources, check
 from pdfbatch.services import staging
 from pdfbatch.services.deps import Deps
 

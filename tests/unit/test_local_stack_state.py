@@ -10,11 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tools import deploy as ops_deploy
+from tools import localstack
+from tools.build import project_root
 
-from pdfbatch.ops import deploy as ops_deploy
-from pdfbatch.ops import localstack
-from pdfbatch.ops.api import local_api_key, remember_api_url, stored_api_key
-from pdfbatch.ops.build import project_root
+from pdfbatch.api_client import local_api_key, remember_api_url, stored_api_key
 
 A, B = "http://127.0.0.1:4591", "http://127.0.0.1:4592"
 
@@ -77,7 +77,7 @@ def test_the_port_in_the_environment_chooses_the_stack_the_command_line_stops(
     # GIVEN PDFBATCH_LOCALSTACK_PORT=B, as a second engineer's shell has it
     monkeypatch.setenv(localstack.PORT_ENV, B.rsplit(":", 1)[1])
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    # WHEN `python -m pdfbatch.ops.localstack down` runs
+    # WHEN `python -m tools.localstack down` runs
     assert localstack.main(["down"]) == 0
     # THEN only B's stack stopped
     fake_stacks[f"{B}/main"].wait(timeout=5)
@@ -121,10 +121,12 @@ def test_tooling_acts_on_the_checkout_it_is_run_from(checkout: Path, tmp_path: P
 
 def test_deploy_run_as_a_module_builds_and_keys_the_current_checkout(checkout: Path) -> None:
     # GIVEN a checkout without functions, with the command run from inside it
-    env = {**os.environ, "AWS_ENDPOINT_URL": "http://127.0.0.1:9", "PYTHONPATH": ""}
-    # WHEN `python -m pdfbatch.ops.deploy` runs there
+    # (tools/ is not installed: it is found in the checkout the tests run from)
+    tooling = str(Path(ops_deploy.__file__).resolve().parents[1])
+    env = {**os.environ, "AWS_ENDPOINT_URL": "http://127.0.0.1:9", "PYTHONPATH": tooling}
+    # WHEN `python -m tools.deploy` runs there
     done = subprocess.run(
-        [sys.executable, "-m", "pdfbatch.ops.deploy"],
+        [sys.executable, "-m", "tools.deploy"],
         cwd=checkout,
         env=env,
         capture_output=True,

@@ -26,13 +26,12 @@ from fixtures.events import sqs_event_of
 from fixtures.examples import examples
 from fixtures.pipeline import assert_counters_match_ledger, drain, files_by_name, upload
 from fixtures.zips import zipfile_zip as make_zip
-from pdfbatch import announcement
+from pdfbatch import announcement, invariants
 from pdfbatch.adapters.sqs import SqsQueue
 from pdfbatch.config import Limits
 from pdfbatch.errors import DependencyUnavailable
 from pdfbatch.model import FileTask
 from pdfbatch.ocr.engine import Raster
-from pdfbatch.ops import invariants
 from pdfbatch.services import processing, staging, views
 from pdfbatch.services.deps import Deps
 from pdfbatch.tenants import ADMIN

@@ -193,9 +193,10 @@ _IDENTIFIERS = {
 
 
 def test_sql_text_interpolates_only_validated_identifiers_never_values() -> None:
-    # GIVEN every Python source of the package
+    # GIVEN every Python source of the package, and of the tooling that creates the dev schema (tools/)
     offenders = []
-    for path in sorted((Path(__file__).resolve().parents[2] / "src" / "pdfbatch").rglob("*.py")):
+    root = Path(__file__).resolve().parents[2]
+    for path in sorted([*(root / "src" / "pdfbatch").rglob("*.py"), *(root / "tools").rglob("*.py")]):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             # WHEN a string that reads as SQL is built by formatting
             if isinstance(node, ast.JoinedStr):

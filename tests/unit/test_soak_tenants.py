@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pdfbatch import callback_security
-from pdfbatch.ops.api import ApiError
+from pdfbatch.api_client import ApiError
 from soak import chaos, receivers
 from soak.run import flood_batches
 from soak.seeds import CI_SEEDS, CLEAN

@@ -294,7 +294,7 @@ def test_every_function_runs_python_3_13_on_arm64_unless_told_otherwise(template
 
 def test_sam_builds_each_function_from_its_folder_with_the_project_builder(template: dict[str, Any]) -> None:
     # `sam build` runs `make build-<LogicalId>` in the repository root (no Docker, no Layer: LocalStack
-    # community ignores layers), which runs pdfbatch.ops.build for that function.
+    # community ignores layers), which runs tools.build for that function.
     makefile = (ROOT / "Makefile").read_text()
     for name, folder in (
         ("UnzipFunction", "unzip"),
@@ -309,7 +309,7 @@ def test_sam_builds_each_function_from_its_folder_with_the_project_builder(templ
         assert meta["BuildMethod"] == "makefile"
         assert (TEMPLATE.parent / meta["ContextPath"] / "Makefile").resolve() == ROOT / "Makefile"
         assert (TEMPLATE.parent / meta["WorkingDirectory"]).resolve() == ROOT
-    assert "build-%Function:" in makefile and "pdfbatch.ops.build --sam-function $*" in makefile
+    assert "build-%Function:" in makefile and "tools.build --sam-function $*" in makefile
     assert not {"ArtifactsBucket", "UnzipCodeKey", "StatusCodeKey"} & set(template["Parameters"])
 
 

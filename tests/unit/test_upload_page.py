@@ -11,6 +11,7 @@ import tomllib
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tools.build import _function_files
 
 from fixtures.apigw import ROOT
 from fixtures.examples import examples
@@ -18,7 +19,6 @@ from pdfbatch import web
 from pdfbatch.config import Settings
 from pdfbatch.display import printable
 from pdfbatch.model import BATCH_REASON_TEXT, REASON_TEXT
-from pdfbatch.ops.build import _function_files
 
 PAGE = ROOT / "src" / "pdfbatch" / "web" / "index.html"
 

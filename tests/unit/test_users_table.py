@@ -412,9 +412,10 @@ def test_an_ambiguous_result_records_no_user_even_if_one_is_given() -> None:
 def test_stack_up_stops_before_deploying_with_one_sentence_and_exit_2(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from tools import deploy, localstack, users_check
+
     from pdfbatch import cli
     from pdfbatch.cli import stack
-    from pdfbatch.ops import deploy, localstack, users_check
 
     # GIVEN MySQL and Redis up, and a users table without its configured email column
     monkeypatch.setattr(stack, "check_mysql", lambda create=False: None)
@@ -445,7 +446,7 @@ def test_stack_up_refuses_a_match_policy_it_does_not_know(
 
 
 def test_the_users_table_and_the_policy_stack_up_checked_are_the_ones_deployed() -> None:
-    from pdfbatch.ops.deploy import DeployParams
+    from tools.deploy import DeployParams
 
     env = {
         "PDFBATCH_USERS_TABLE": "crm.customers",

@@ -3,7 +3,7 @@ which addresses its email column can hold, how its values become UserRow fields,
 errors mean it is misconfigured rather than down.
 
 Used by adapters/ledger.py (MysqlLedger's Users side), by the fakes that mirror it (tests/fakes.py) and
-by `stack up`'s check (ops/users_check.py). Everything but ``users_errors`` and ``read_columns`` is pure.
+by `stack up`'s check (tools/users_check.py). Everything but ``users_errors`` and ``read_columns`` is pure.
 """
 
 from __future__ import annotations

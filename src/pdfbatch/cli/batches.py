@@ -36,7 +36,7 @@ def run_upload(
     """Upload one ZIP and (with ``wait``) follow it to the end; returns the exit code."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-    from pdfbatch.ops.api import ApiError, presigned_post
+    from pdfbatch.api_client import ApiError, presigned_post
 
     client = api_client()
     console = stderr_console()
@@ -80,7 +80,7 @@ def follow(
     """A live progress bar until the batch is COMPLETED or FAILED."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from pdfbatch.ops.api import ApiError
+    from pdfbatch.api_client import ApiError
 
     with Progress(
         TextColumn("{task.description}"),
@@ -166,7 +166,7 @@ def later_uploads(status: dict[str, Any], console: Any) -> None:
 
 def status_cmd(args: argparse.Namespace) -> int:
     """Show one batch's progress."""
-    from pdfbatch.ops.api import ApiError
+    from pdfbatch.api_client import ApiError
 
     client = api_client()
     try:
@@ -191,7 +191,7 @@ def files_cmd(args: argparse.Namespace) -> int:
     """List per-file results."""
     from rich.table import Table
 
-    from pdfbatch.ops.api import ApiError
+    from pdfbatch.api_client import ApiError
 
     client = api_client()
     try:
@@ -225,8 +225,8 @@ def why(item: dict[str, Any]) -> str:
 
 def find_cmd(args: argparse.Namespace) -> int:
     """Which batches came from an object key (for ZIPs dropped with `aws s3 cp`)."""
+    from pdfbatch.api_client import ApiError
     from pdfbatch.display import printable
-    from pdfbatch.ops.api import ApiError
 
     try:
         batches = api_client().find(args.key)
@@ -244,7 +244,7 @@ def list_cmd(args: argparse.Namespace) -> int:
     """The caller's recent batches, newest first (GET /batches without a key)."""
     from rich.table import Table
 
-    from pdfbatch.ops.api import ApiError
+    from pdfbatch.api_client import ApiError
 
     filters = {"status": args.status, "since": args.since, "until": args.until, "tenant": args.tenant}
     try:

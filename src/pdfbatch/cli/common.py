@@ -1,14 +1,18 @@
 """What every command shares: exit codes, CliError, the environment (endpoints, URLs, the stack's
-name), reachability checks, the API client, the console and ``shown`` (every outside value printed)."""
+name), reachability checks, the API client, the checkout's tooling (``dev_tooling``), the console and
+``shown`` (every outside value printed)."""
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
 import re
+import sys
 from typing import Any
 
-from pdfbatch.config import DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, parse_mysql_url
-from pdfbatch.ops import localstack
+from pdfbatch.checkout import find_checkout
+from pdfbatch.config import DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, local_endpoint, parse_mysql_url
 
 EXIT_OK, EXIT_BATCH_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
 EXIT_CODES = (
@@ -31,7 +35,7 @@ def endpoint_url() -> str | None:
     tests, the bench and the soak use it); set it empty to target real AWS."""
     value = os.environ.get("AWS_ENDPOINT_URL")
     if value is None:
-        return localstack.default_endpoint()
+        return local_endpoint()
     return value or None
 
 
@@ -62,8 +66,6 @@ def check_mysql(create: bool = False) -> None:
     """Fail with one sentence when MySQL is unreachable; optionally create the database and tables."""
     import pymysql
 
-    from pdfbatch.ops import devdb
-
     p = parse_mysql_url(mysql_url())
     try:
         conn = pymysql.connect(
@@ -82,6 +84,8 @@ def check_mysql(create: bool = False) -> None:
             f"or point PDFBATCH_MYSQL_URL at a running server ({exc.args[-1] if exc.args else exc})."
         ) from exc
     if create:
+        from tools import devdb  # only `stack up` creates, and it called dev_tooling() first
+
         devdb.create_schema(conn, p)
     conn.close()
 
@@ -100,9 +104,39 @@ def check_redis() -> None:
         ) from exc
 
 
+def dev_tooling(command: str, hint: str = "run it from inside one") -> None:
+    """Make the checkout's tooling importable, or fail in one sentence (exit 2): the local stack, build,
+    deploy, the development database and the demo's corpus live in tools/, which the wheel leaves out.
+
+    `python -m pdfbatch.cli` in a checkout has tools/ on sys.path already; the console script has not,
+    so the checkout found from the current folder (or the one an editable install came from) is added,
+    last, so that it shadows nothing installed.
+    """
+    if _tooling_importable():
+        return
+    root = find_checkout()
+    if root is not None and (root / "tools" / "__init__.py").is_file():
+        if str(root) not in sys.path:
+            sys.path.append(str(root))
+        if _tooling_importable():
+            return
+    raise CliError(
+        f"`pdfbatch {command}` needs a pdfbatch checkout (its tooling, tools/, is not installed): {hint}.",
+        EXIT_USAGE,
+    )
+
+
+def _tooling_importable() -> bool:
+    try:
+        importlib.import_module("tools")  # the package first: its modules may be cached without it
+        return importlib.util.find_spec("tools.localstack") is not None  # ours, not another `tools`
+    except ImportError:  # no package `tools` at all (or one blocked in sys.modules)
+        return False
+
+
 def api_client() -> Any:
     """An ApiClient for the deployed stack (PDFBATCH_API_URL overrides discovery)."""
-    from pdfbatch.ops.api import ApiClient, ApiError, stack_outputs
+    from pdfbatch.api_client import ApiClient, ApiError, stack_outputs
 
     url = os.environ.get("PDFBATCH_API_URL")
     if not url:

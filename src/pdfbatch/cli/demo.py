@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from types import ModuleType
 
 from pdfbatch.cli.batches import run_upload
-from pdfbatch.cli.common import EXIT_USAGE, CliError, mysql_url, stderr_console
+from pdfbatch.cli.common import dev_tooling, mysql_url, stderr_console
 from pdfbatch.cli.stack import stack_up
 
 
 def demo(args: argparse.Namespace) -> int:
     """Bring the stack up, seed users, build a sample ZIP, upload it and show what happened."""
-    from pdfbatch.ops import devdb
-
-    demo_zip = _demo_corpus_tool()
+    # The demo's corpus is drawn by dev tooling (fpdf2), and its users are seeded by it: from a checkout.
+    dev_tooling("demo", "run `make demo` there")
+    from tools import demo_zip, devdb
 
     console = stderr_console()
     stack_up(argparse.Namespace(root=args.root, json=False))
@@ -30,13 +29,3 @@ def demo(args: argparse.Namespace) -> int:
         f"{len(corpus.entries)} entries; {len(corpus.users) + len(corpus.linked_users)} demo users seeded"
     )
     return run_upload(out, wait=True, as_json=False)
-
-
-def _demo_corpus_tool() -> ModuleType:
-    """tools/demo_zip: the demo's corpus is drawn by dev tooling (fpdf2), which is not in the wheel, so
-    the demo runs from a checkout (`make demo` puts it on sys.path)."""
-    try:
-        from tools import demo_zip
-    except ImportError as exc:
-        raise CliError("pdfbatch demo runs from a checkout: run `make demo` there", EXIT_USAGE) from exc
-    return demo_zip

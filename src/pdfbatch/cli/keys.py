@@ -131,11 +131,11 @@ def tenant_root() -> str:
     value = os.environ.get("PDFBATCH_CALLBACK_TENANT_ROOT_KEY")
     if value:
         return value
+    from pdfbatch.api_client import ApiError, stack_outputs
     from pdfbatch.bootstrap import boto3_client
     from pdfbatch.cli import common
     from pdfbatch.cli.common import endpoint_url, local_credentials, region
     from pdfbatch.config import Settings
-    from pdfbatch.ops.api import ApiError, stack_outputs
 
     local_credentials()
     try:

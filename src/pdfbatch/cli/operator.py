@@ -54,9 +54,9 @@ def ops_deps() -> tuple[Any, dict[str, str]]:
     """The pipeline's dependencies as the operator reaches them, and the stack's outputs (queue URLs)."""
     from dataclasses import replace
 
+    from pdfbatch.api_client import ApiError, stack_outputs
     from pdfbatch.bootstrap import build_deps
     from pdfbatch.config import Settings
-    from pdfbatch.ops.api import ApiError, stack_outputs
 
     local_credentials()
     check_mysql()
@@ -227,10 +227,10 @@ def _orphan_count(ledger: Any, batch_id: str) -> int | None:
     """The batch's copies nothing points at, or None when the stack's bucket cannot be reached."""
     from dataclasses import replace
 
+    from pdfbatch.api_client import ApiError, stack_outputs
     from pdfbatch.bootstrap import build_deps
     from pdfbatch.config import Settings
     from pdfbatch.errors import DependencyUnavailable
-    from pdfbatch.ops.api import ApiError, stack_outputs
     from pdfbatch.services import orphans
 
     local_credentials()
@@ -336,7 +336,7 @@ def add_check(sub: Any) -> None:
             "once to an object that exists, no staged leftovers, ...) as held or broken, with examples\n"
             "by id. Check every batch that may link the same users together. --oracle names a JSON file\n"
             "saying which user each PDF (by sha256) names and what each upload held (see\n"
-            "pdfbatch.ops.invariants.Oracle); without it those two invariants are not checked."
+            "pdfbatch.invariants.Oracle); without it those two invariants are not checked."
         ),
         epilog="example:\n  pdfbatch check 3f2c...e9 7a10...42 --json\n\n"
         "exit codes: 0 every invariant held, 1 an invariant is broken (a batch that does not exist is\n"
@@ -361,8 +361,8 @@ def check_cmd(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from pdfbatch.bootstrap import boto3_client
+    from pdfbatch.invariants import Oracle, S3Keys, Sources, check
     from pdfbatch.model import is_batch_id
-    from pdfbatch.ops.invariants import Oracle, S3Keys, Sources, check
 
     bad = [b for b in args.batch_ids if not is_batch_id(b)]
     if bad:

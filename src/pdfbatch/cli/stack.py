@@ -15,6 +15,7 @@ from pdfbatch.cli.common import (
     CliError,
     check_mysql,
     check_redis,
+    dev_tooling,
     endpoint_url,
     local_credentials,
     mysql_url,
@@ -26,8 +27,9 @@ from pdfbatch.cli.common import (
 
 def stack_up(args: argparse.Namespace) -> int:
     """Start LocalStack if needed, prepare MySQL, deploy or update the stack, print the endpoints."""
-    from pdfbatch.ops import localstack
-    from pdfbatch.ops.deploy import DeployError, deploy
+    dev_tooling("stack up")
+    from tools import localstack
+    from tools.deploy import DeployError, deploy
 
     console = stderr_console()
     local_credentials()
@@ -69,10 +71,11 @@ def stack_up(args: argparse.Namespace) -> int:
 
 def check_users_table(console: Any) -> None:
     """Fail in one sentence (exit 2) when the configured users table cannot work; print its warnings."""
+    from tools.users_check import check_users_table as check
+
     from pdfbatch.adapters.mysql import MysqlClient
     from pdfbatch.config import Settings
     from pdfbatch.errors import ConfigError, DependencyUnavailable
-    from pdfbatch.ops.users_check import check_users_table as check
 
     try:
         settings = Settings.from_env({**os.environ, "PDFBATCH_MYSQL_URL": mysql_url()})
@@ -97,7 +100,7 @@ def check_users_table(console: Any) -> None:
 
 def deploy_params() -> Any:
     """What the functions get: the operator's URLs, or PDFBATCH_FUNCTION_* when functions see other hosts."""
-    from pdfbatch.ops.deploy import DeployParams
+    from tools.deploy import DeployParams
 
     overrides: dict[str, Any] = {}
     # With docker compose the functions reach MySQL/Redis by service name, the CLI through localhost.
@@ -110,7 +113,8 @@ def deploy_params() -> Any:
 
 def stack_down(args: argparse.Namespace) -> int:
     """Stop what `stack up` started (LocalStack and its function processes)."""
-    from pdfbatch.ops import localstack
+    dev_tooling("stack down")
+    from tools import localstack
 
     root = localstack.find_root(Path.cwd()) if not args.root else Path(args.root)
     # Only the stack on this port (PDFBATCH_LOCALSTACK_PORT / AWS_ENDPOINT_URL): another port's is not ours.
@@ -121,7 +125,8 @@ def stack_down(args: argparse.Namespace) -> int:
 
 def stack_status(args: argparse.Namespace) -> int:
     """Is the local stack running?"""
-    from pdfbatch.ops import localstack
+    dev_tooling("stack status")
+    from tools import localstack
 
     root = localstack.find_root(Path.cwd()) if not args.root else Path(args.root)
     st = localstack.status(root, endpoint_url())
@@ -131,8 +136,10 @@ def stack_status(args: argparse.Namespace) -> int:
 
 def stack_key(args: argparse.Namespace) -> int:
     """Print the REST API's key: the one `stack up` stored for this stack, else PDFBATCH_API_KEY."""
-    from pdfbatch.ops import localstack
-    from pdfbatch.ops.api import read_api_key
+    dev_tooling("stack key")
+    from tools import localstack
+
+    from pdfbatch.api_client import read_api_key
 
     root = localstack.find_root(Path.cwd()) if not args.root else Path(args.root)
     key = read_api_key(root, common.STACK_NAME, endpoint_url()) or os.environ.get("PDFBATCH_API_KEY", "")

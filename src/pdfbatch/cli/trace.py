@@ -30,7 +30,7 @@ def sha256_of(path: Path) -> str:
 
 def trace_cmd(args: argparse.Namespace) -> int:
     """GET /files?sha256= for a local PDF (hashed here), or GET /users/{id}/files for --user."""
-    from pdfbatch.ops.api import ApiError
+    from pdfbatch.api_client import ApiError
 
     if (args.file is None) == (args.user is None):
         raise CliError("give a PDF file or --user ID (one of them)", EXIT_USAGE)

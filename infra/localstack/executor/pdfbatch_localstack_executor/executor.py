@@ -36,7 +36,7 @@ FUNCTION_LOG = logging.getLogger("pdfbatch_localstack_executor.function")
 
 # The interpreter that runs handlers: a venv with only boto3, like AWS's python3.13 runtime.
 PYTHON_ENV = "PDFBATCH_LAMBDA_PYTHON"
-# Exported by pdfbatch.ops.localstack and passed on to every function process, so `down` can find leftovers.
+# Exported by tools.localstack and passed on to every function process, so `down` can find leftovers.
 HOME_ENV = "PDFBATCH_LOCALSTACK_HOME"
 BOOTSTRAP = Path(__file__).with_name("bootstrap.py")
 LOOPBACK = "127.0.0.1"

@@ -10,8 +10,8 @@ code directory is read-only, so without it every cold start compiles every modul
 Entries carry a fixed timestamp and mode and are written in sorted order, so two builds of one commit
 give byte-identical zips.
 
-    python -m pdfbatch.ops.build [--arch arm64|x86_64] [--refresh]           # build/{fn}.zip
-    python -m pdfbatch.ops.build --sam-function Status --artifacts-dir DIR   # what `sam build` runs
+    python -m tools.build [--arch arm64|x86_64] [--refresh]           # build/{fn}.zip
+    python -m tools.build --sam-function Status --artifacts-dir DIR   # what `sam build` runs
 """
 
 from __future__ import annotations
@@ -46,9 +46,17 @@ DEFAULT_ARCH = "arm64"
 # Lambda's names -> the machine names in wheel tags.
 ARCHITECTURES: Mapping[str, str] = {"arm64": "aarch64", "x86_64": "x86_64"}
 LOCK_NAME = "requirements.txt"  # per function, under functions/{fn}/
-# Not shipped: the lock and its source, and what no function imports (operator tooling, the CLI).
+# Not shipped: the lock and its source, and what no function imports (the CLI, the REST API's client,
+# the invariant checker and the checkout's layout, which the CLI, the tooling and the tests use; the
+# tooling itself is outside the package, in tools/).
 _NOT_SHIPPED_FUNCTION_FILES = frozenset({"requirements.txt", "requirements.in"})
-_NOT_SHIPPED_PACKAGE_PREFIXES = ("pdfbatch/ops/", "pdfbatch/cli/", "pdfbatch/cli.py")
+_NOT_SHIPPED_PACKAGE_PREFIXES = (
+    "pdfbatch/cli/",
+    "pdfbatch/cli.py",
+    "pdfbatch/api_client.py",
+    "pdfbatch/invariants.py",
+    "pdfbatch/checkout.py",
+)
 # The Lambda runtime ships the AWS SDK; bundling it would add 20 MB and shadow the runtime's copy.
 RUNTIME_PROVIDED = frozenset({"boto3", "botocore", "s3transfer"})
 PYTHON_VERSION = "3.13"
@@ -80,7 +88,7 @@ class Artefact:
 
 def project_root(start: Path | None = None) -> Path:
     """The checkout tooling acts on: the nearest folder above `start` (default: the current folder) that
-    holds the template and the package; the installed package's own checkout only outside any.
+    holds the template and the package; the checkout holding this tools/ only outside any.
 
     Not the package's path first: a venv installed from one clone and run from another would build,
     deploy and write the keys of the wrong checkout.
@@ -89,7 +97,7 @@ def project_root(start: Path | None = None) -> Path:
     for folder in (here, *here.parents):
         if (folder / "infra" / "template.yaml").is_file() and (folder / "src" / "pdfbatch").is_dir():
             return folder
-    return Path(__file__).resolve().parents[3]  # src/pdfbatch/ops/build.py in a checkout
+    return Path(__file__).resolve().parents[1]  # tools/build.py in a checkout
 
 
 def host_architecture() -> str:
@@ -159,8 +167,8 @@ def dependency_key(lock_text: str, architecture: str, bytecode: bool = True) -> 
 
 def find_python313() -> str:
     """The CPython 3.13 that compiles the bytecode (Lambda's python3.13 loads only its own)."""
-    from pdfbatch.ops.localstack import LocalStackError
-    from pdfbatch.ops.localstack import find_python313 as find
+    from tools.localstack import LocalStackError
+    from tools.localstack import find_python313 as find
 
     try:
         return find()

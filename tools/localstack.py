@@ -6,11 +6,11 @@ plugin in `infra/localstack/executor`. Everything a stack writes stays under `<r
 (its pid file, LocalStack's home, its leases and the marker its function processes carry), so stacks on
 two ports of one checkout never stop or clean up each other.
 
-    python -m pdfbatch.ops.localstack up|down|status [--root PATH] [--port N]
+    python -m tools.localstack up|down|status [--root PATH] [--port N]
 """
 
-# Only the standard library at module level: this is imported by test fixtures and the deploy tooling,
-# and must stay cheap and importable from any environment.
+# Only the standard library and pdfbatch's stdlib-only config and checkout at module level: this is
+# imported by test fixtures and the deploy tooling, and must stay cheap and importable from any environment.
 
 from __future__ import annotations
 
@@ -34,8 +34,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-DEFAULT_PORT = 4566
-PORT_ENV = "PDFBATCH_LOCALSTACK_PORT"
+from pdfbatch.checkout import find_checkout, stack_home
+from pdfbatch.config import DEFAULT_LOCALSTACK_PORT, LOCALSTACK_PORT_ENV, local_endpoint, local_port
+from pdfbatch.errors import ConfigError
+
+DEFAULT_PORT = DEFAULT_LOCALSTACK_PORT
+PORT_ENV = LOCALSTACK_PORT_ENV
 PYTHON313_ENV = "PDFBATCH_PYTHON313"  # an explicit python3.13 binary wins over discovery
 # secretsmanager: the functions read the MySQL credentials and the API key there; cloudwatch: the template's
 # alarms and dashboard; events: tally.announce puts each final batch's completion event on the default bus.
@@ -111,7 +115,7 @@ class Layout:
     @property
     def home(self) -> Path:
         """Everything this port's LocalStack writes at run time (its function processes carry it too)."""
-        return self.root / ".localstack" / str(self.port)
+        return stack_home(self.root, self.port)
 
     @property
     def log_file(self) -> Path:
@@ -149,16 +153,16 @@ def _say(message: str) -> None:
 
 
 def default_endpoint() -> str:
-    """http://127.0.0.1:4566, or the port in PDFBATCH_LOCALSTACK_PORT."""
-    port = os.environ.get(PORT_ENV, "").strip() or str(DEFAULT_PORT)
-    if not port.isdigit():
-        raise LocalStackError(f"{PORT_ENV} must be a port number, not {port!r}.")
-    return f"http://127.0.0.1:{port}"
+    """http://127.0.0.1:4566, or the port in PDFBATCH_LOCALSTACK_PORT (config.local_endpoint)."""
+    try:
+        return local_endpoint()
+    except ConfigError as exc:
+        raise LocalStackError(str(exc)) from exc
 
 
 def port_of(endpoint: str | None) -> int:
     """The gateway port of `endpoint` (default: default_endpoint())."""
-    return urlsplit(endpoint or default_endpoint()).port or DEFAULT_PORT
+    return local_port(endpoint or default_endpoint())
 
 
 def layout_for(root: Path, endpoint: str | None = None) -> Layout:
@@ -172,12 +176,9 @@ def find_root(start: Path | None = None) -> Path:
     The installed package's own checkout only when `start` is in none: tooling acts on the checkout it is
     run from, even when its venv's package was installed from another clone.
     """
-    for folder in [(start or Path.cwd()).resolve(), *(start or Path.cwd()).resolve().parents]:
-        if (folder / "infra" / "localstack" / "requirements.txt").is_file():
-            return folder
-    here = Path(__file__).resolve().parents[3]  # src/pdfbatch/ops/localstack.py in a checkout
-    if (here / "infra" / "localstack" / "requirements.txt").is_file():
-        return here
+    root = find_checkout(start)
+    if root is not None:
+        return root
     raise LocalStackError("Cannot find the pdfbatch checkout: run from inside it or pass --root.")
 
 
@@ -616,9 +617,7 @@ def status(root: Path, endpoint: str | None = None) -> Status:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: up, down or status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m pdfbatch.ops.localstack", description=__doc__.splitlines()[0]
-    )
+    parser = argparse.ArgumentParser(prog="python -m tools.localstack", description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=("up", "down", "status"))
     parser.add_argument("--root", type=Path, help="the pdfbatch checkout (default: found from the cwd)")
     parser.add_argument("--port", type=int, help=f"gateway port (default: ${PORT_ENV} or {DEFAULT_PORT})")

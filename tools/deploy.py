@@ -1,10 +1,10 @@
 """Build the function zips, upload them, and create or update the CloudFormation stack.
 
-    python -m pdfbatch.ops.deploy [--stack-name pdfbatch] [--param Key=Value ...]
+    python -m tools.deploy [--stack-name pdfbatch] [--param Key=Value ...]
 
 Deploys to LocalStack when AWS_ENDPOINT_URL is set, to AWS otherwise (`sam build && sam deploy` is the
 documented AWS path; this one is the fast local one). It deploys infra/template.yaml as `sam package`
-would: each function's local CodeUri becomes the S3 location of the zip pdfbatch.ops.build made from it.
+would: each function's local CodeUri becomes the S3 location of the zip tools.build made from it.
 The operator's PDFBATCH_MYSQL_URL is split: where the database is goes to the template (MysqlUrl), who
 may use it goes to the stack's database secret, as the API key goes to its secret. Uses
 create_stack/update_stack with short polling rather than `aws cloudformation deploy`, whose waiters add
@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from pdfbatch.api_client import local_api_key, remember_api_url
 from pdfbatch.config import DEFAULT_MYSQL_URL, DEFAULT_REDIS_URL, split_mysql_credentials
 from pdfbatch.errors import ConfigError
-from pdfbatch.ops.api import local_api_key, remember_api_url
-from pdfbatch.ops.build import (
+from tools.build import (
     DEFAULT_ARCH,
     Artefact,
     BuildError,

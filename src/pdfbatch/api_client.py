@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pdfbatch.checkout import STATE_DIR, find_checkout, stack_home
+from pdfbatch.config import local_port
+
 FINAL = ("COMPLETED", "FAILED")
 API_KEYS_DIR = "api-keys"  # under each port's .localstack/<port>/ in the checkout; one JSON file per stack
 
@@ -213,9 +216,7 @@ def presigned_post(
 
 def api_key_file(root: Path, stack_name: str, endpoint: str | None = None) -> Path:
     """Where `stack up` keeps the API key of a local stack (on `endpoint`'s port, default the env's)."""
-    from pdfbatch.ops.localstack import layout_for
-
-    return layout_for(root, endpoint).home / API_KEYS_DIR / f"{stack_name}.json"
+    return stack_home(root.resolve(), local_port(endpoint)) / API_KEYS_DIR / f"{stack_name}.json"
 
 
 def _read_key_file(path: Path) -> dict[str, str]:
@@ -261,15 +262,11 @@ def remember_api_url(root: Path, stack_name: str, api_url: str, endpoint: str | 
 
 def stored_api_key(base_url: str, root: Path | None = None) -> str | None:
     """The key `stack up` stored for the stack serving ``base_url``, if this checkout deployed it."""
+    root = root or find_checkout()
     if root is None:
-        from pdfbatch.ops.localstack import LocalStackError, find_root
-
-        try:
-            root = find_root()
-        except LocalStackError:
-            return None  # not run from a checkout: no local stacks of ours
+        return None  # not run from a checkout: no local stacks of ours
     wanted = base_url.rstrip("/")
-    for path in sorted((root / ".localstack").glob(f"*/{API_KEYS_DIR}/*.json")):
+    for path in sorted((root / STATE_DIR).glob(f"*/{API_KEYS_DIR}/*.json")):
         data = _read_key_file(path)
         if data.get("apiUrl", "").rstrip("/") == wanted and data.get("apiKey"):
             return data["apiKey"]

@@ -1,1 +1,0 @@
-"""Operator tooling (LocalStack, build, deploy): runs on the operator machine, never in Lambda zips."""
