@@ -60,7 +60,7 @@ def build_deps(
     now so its absence fails at cold start naming the variable. ``io`` bounds every S3, SQS and MySQL
     call (process_pdf passes PER_FILE_IO).
     """
-    from pdfbatch.adapters.events import EventBridgeEvents
+    from pdfbatch.adapters.events import EventBridgeEvents, bucket_arn
     from pdfbatch.adapters.ledger import MysqlLedger
     from pdfbatch.adapters.mysql import MysqlClient
     from pdfbatch.adapters.mysql_callbacks import MysqlCallbackLog
@@ -94,6 +94,10 @@ def build_deps(
     def queue(url: str) -> SqsQueue | None:
         return SqsQueue(sqs, url) if sqs is not None and url else None
 
+    # The client opens no connection until a batch is announced (tally.announce). Its events name this
+    # stack's bucket, which the stack's callback rule matches (adapters/events.py).
+    events = boto3_client("events", settings, io=io)
+
     return Deps(
         settings=settings,
         store=S3Store(s3, presign),
@@ -105,8 +109,7 @@ def build_deps(
         ocr_queue=queue(s.ocr_queue_url),
         callback_queue=queue(s.callback_queue_url),
         slow_callbacks=queue(s.callback_slow_queue_url),
-        # The client opens no connection until a batch is announced (tally.announce).
-        events=EventBridgeEvents(boto3_client("events", settings, io=io)),
+        events=EventBridgeEvents(events, resources=[bucket_arn(events.meta.partition, s.bucket)]),
         callbacks=MysqlCallbackLog(mysql),
         tenants=MysqlTenantKeys(mysql),
     )

@@ -195,3 +195,41 @@ def test_worker_process_killed_after_finish_batch_is_announced_once_by_the_redel
     assert [e["detail-type"] for e in events] == ["Batch Completed"]
     assert events[0]["detail"]["counts"]["processed"] == 3
     _csv_equals_ledger(deps, batch_id)
+
+
+def test_a_stacks_callback_rule_takes_its_own_batches_events_and_no_neighbours(ls_deps: Deps) -> None:
+    from cfnlint import decode as cfn_decode
+
+    from fixtures.apigw import ROOT
+    from pdfbatch.adapters.events import EventBridgeEvents, bucket_arn
+
+    # GIVEN our stack's callback rule on the account's one bus (the template's pattern, its bucket ARN
+    # as the template names the stack's bucket: unit/test_template.py), routing to a fresh queue
+    s = ls_deps.settings
+    events, sqs = bootstrap.boto3_client("events", s), bootstrap.boto3_client("sqs", s)
+    template, errors = cfn_decode.decode(str(ROOT / "infra" / "template.yaml"))
+    assert not errors
+    ours = bucket_arn(events.meta.partition, f"ours-{s.bucket}")
+    pattern = {**template["Resources"]["CallbackRule"]["Properties"]["EventPattern"], "resources": [ours]}
+    name = f"cb-{s.bucket}"[:64]
+    queue = sqs.create_queue(QueueName=name)["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    events.put_rule(Name=name, EventPattern=json.dumps(pattern), EventBusName="default")
+    events.put_targets(Rule=name, Targets=[{"Id": "callbacks", "Arn": arn}])
+    try:
+        # WHEN our stack and two neighbours (one with a named bucket) each announce a batch
+        for n, bucket in enumerate((f"ours-{s.bucket}", f"theirs-{s.bucket}", f"named-{s.bucket}")):
+            EventBridgeEvents(events, resources=[bucket_arn(events.meta.partition, bucket)]).put_event(
+                announcement.EVENT_SOURCE, "Batch Completed", {"batchId": str(n) * 32}
+            )
+        # THEN our queue gets our batch's event only, never a neighbour's
+        got: list[str] = []
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            answer = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=1)
+            got += [json.loads(m["Body"])["detail"]["batchId"] for m in answer.get("Messages", [])]
+        assert got == ["0" * 32]
+    finally:
+        events.remove_targets(Rule=name, Ids=["callbacks"])
+        events.delete_rule(Name=name)
+        sqs.delete_queue(QueueUrl=queue)

@@ -716,9 +716,9 @@ def test_only_deliver_callbacks_reads_the_signing_secret_and_only_reports(templa
     slow = template["Resources"]["SlowCallbackQueue"]["Properties"]
     assert slow["SqsManagedSseEnabled"] is True
     assert slow["RedrivePolicy"]["deadLetterTargetArn"] == {"Fn::GetAtt": ["CallbackDeadLetterQueue", "Arn"]}
-    # every completion event reaches the queue, and only the rule may send to it
+    # every completion event of this stack's batches reaches the queue, and only the rule may send to it
     rule = template["Resources"]["CallbackRule"]["Properties"]
-    assert rule["EventPattern"] == {
+    assert {k: v for k, v in rule["EventPattern"].items() if k != "resources"} == {
         "source": ["pdfbatch"],
         "detail-type": ["Batch Completed", "Batch Failed"],
     }
@@ -872,3 +872,37 @@ def test_every_skipped_security_check_says_why(template: dict[str, Any]) -> None
             skipped += 1
     assert skipped
     assert "checkov" in (ROOT / "Makefile").read_text()
+
+
+def _bucket_arns(template: dict[str, Any], stack: str) -> tuple[str, str]:
+    """The callback rule's ``resources`` for a deploy named ``stack`` without and with BucketName set
+    (``named``), with the bucket's own name for each: the ARN the rule matches is the stack's bucket."""
+    pattern = template["Resources"]["CallbackRule"]["Properties"]["EventPattern"]
+    condition, with_name, without_name = pattern["resources"]["Fn::If"]
+    bucket = template["Resources"]["Bucket"]["Properties"]["BucketName"]["Fn::If"]
+    assert condition == bucket[0] == "HasBucketName"
+    values = {"AWS::Partition": "aws", "AWS::StackName": stack, "AWS::AccountId": "123456789012"}
+    values |= {"AWS::Region": "us-east-1", "BucketName": "named"}
+
+    def sub(value: Any) -> str:
+        text = value["Fn::Sub"] if isinstance(value, dict) and "Fn::Sub" in value else value
+        if isinstance(text, dict) and "Ref" in text:
+            return values[text["Ref"]]
+        return re.sub(r"\$\{([^}]+)\}", lambda m: values[m[1]], text)
+
+    # the rule's ARN names exactly the bucket the stack creates, with a bucket name and without
+    assert [sub(a) for (a,) in (with_name, without_name)] == [
+        f"arn:aws:s3:::{sub(bucket[1])}",
+        f"arn:aws:s3:::{sub(bucket[2])}",
+    ]
+    return sub(without_name[0]), sub(with_name[0])
+
+
+def test_the_callback_rule_takes_only_events_naming_the_stacks_own_bucket(template: dict[str, Any]) -> None:
+    # GIVEN two stacks in one account and region, one with the default bucket name, one with its own
+    # THEN each one's rule matches its own bucket's ARN (the functions' events carry it), never the other's
+    ours, _ = _bucket_arns(template, "ours")
+    theirs, named = _bucket_arns(template, "theirs")
+    assert ours == "arn:aws:s3:::ours-123456789012-us-east-1"
+    assert len({ours, theirs, named}) == 3
+    # (integration/test_announcement.py holds that LocalStack's EventBridge routes by it)
