@@ -13,7 +13,6 @@ from pdfbatch.errors import ConfigError
 
 DEFAULT_MYSQL_URL = "mysql://root@127.0.0.1:3306/pdfbatch"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
-DEFAULT_ENDPOINT_URL = "http://127.0.0.1:4566"
 # The local stack the CLI, the tests, the bench and the soak use when AWS_ENDPOINT_URL is unset.
 LOCALSTACK_PORT_ENV = "PDFBATCH_LOCALSTACK_PORT"
 DEFAULT_LOCALSTACK_PORT = 4566

@@ -143,8 +143,9 @@ class _Remote:
 
     def evidence(self, addresses: Sequence[str], timeout: float) -> bytes | None:
         """The deciding page's region around ``addresses`` as a PNG (pages._Document.evidence), rendered
-        by the reader, which still holds the page; None when it finds none, fails, or takes longer than
-        ``timeout`` (then it is replaced: evidence is best effort, never the file's outcome)."""
+        by the reader, which still holds the page; b"" when it found none to render (or failed there);
+        None when it died or took longer than ``timeout`` (then it is replaced: evidence is best effort,
+        never the file's outcome)."""
         if not self._awaiting_verdict:
             return None
         conn = self._reader.conn
@@ -157,7 +158,7 @@ class _Remote:
         except EOFError:
             return None
         self._awaiting_verdict = True
-        return png or None
+        return png
 
     def _receive(self, deadline: float) -> list[Any]:
         conn = self._reader.conn

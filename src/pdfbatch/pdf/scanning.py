@@ -48,8 +48,9 @@ class Scan(Generic[R]):
     page: int | None = None  # the page (1-based) that decided, MATCHED or AMBIGUOUS
     visibility_seconds: float = 0.0  # rendering the addresses of users to see they show (in extract)
     named: tuple[R, ...] = ()  # AMBIGUOUS: the users the deciding page named (matching.Decision.named)
-    # The deciding page's region around ``addresses`` as a PNG (pdf.region), when the reader rendered it
-    # there; None when it did not (then pdfbatch.evidence.render renders it from the bytes).
+    # The deciding page's region around ``addresses`` as a PNG (pdf.region) when the reader rendered it
+    # there, b"" when it looked and found none to render; None when it did not look (then
+    # pdfbatch.evidence.render renders it from the bytes).
     evidence: bytes | None = None
     evidence_seconds: float = 0.0  # rendering it in the reader (after the decision: not in extract)
 
@@ -264,7 +265,7 @@ class _InProcess:
 
     def evidence(self, addresses: Sequence[str], timeout: float) -> bytes | None:
         assert self._document is not None
-        return self._document.evidence(addresses)
+        return self._document.evidence(addresses) or b""
 
     def close(self) -> None:
         if self._document is not None:

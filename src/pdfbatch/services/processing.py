@@ -37,7 +37,7 @@ class Verdict:
     page: int | None = None  # the page (1-based) that decided (MATCHED, AMBIGUOUS)
     named: tuple[str, ...] = ()  # ids of the users a file that links nobody named (AMBIGUOUS)
     addresses: tuple[str, ...] = ()  # the deciding page's addresses of users: what its evidence shows
-    evidence: bytes | None = None  # that region as a PNG, when the reader rendered it (pdf.Scan.evidence)
+    evidence: bytes | None = None  # that region as a PNG by the reader (b"": none; pdf.Scan.evidence)
 
 
 def process_file(deps: Deps, task: FileTask) -> FileRow | None:
@@ -222,8 +222,10 @@ def keep_evidence(
     assert verdict.page is not None
     t = time.monotonic()
     try:
-        png = verdict.evidence or evidence.render(data, verdict.page, verdict.addresses)
-        if png is not None:
+        png = verdict.evidence
+        if png is None:  # the reader did not render it (a page read earlier, or it died): from the bytes
+            png = evidence.render(data, verdict.page, verdict.addresses)
+        if png:
             deps.store.put_bytes(
                 deps.settings.bucket, evidence.key(task.batch_id, task.index), png, "image/png"
             )
