@@ -315,6 +315,17 @@ class _PageToPixels:
         (ex, ey), (px, py), (qx, qy) = points
         self._m = ((px - ex) / 1000, (qx - ex) / 1000, ex, (py - ey) / 1000, (qy - ey) / 1000, ey)
 
+    @property
+    def upright(self) -> bool:
+        """Whether page x runs left to right across the pixels and y only down them (no /Rotate)."""
+        a, c, _, b, _, _ = self._m
+        return a > 0 and c == 0 and b == 0
+
+    def across(self, x: float) -> float:
+        """The pixel column of page-space ``x`` (an upright page: any y)."""
+        a, _, e, _, _, _ = self._m
+        return a * x + e
+
     def rect(self, box: tuple[float, float, float, float], pad: int) -> tuple[int, int, int, int]:
         """The pixel rectangle covering ``box`` (left, bottom, right, top in page space), padded."""
         a, c, e, b, d, f = self._m
