@@ -4,6 +4,9 @@ pyproject's setuptools settings as a build reads them (nothing is built)."""
 from __future__ import annotations
 
 import ast
+import importlib.metadata
+import re
+import sys
 import tomllib
 from pathlib import Path
 
@@ -54,3 +57,71 @@ def test_the_package_imports_the_tooling_only_inside_the_commands_that_need_a_ch
     # import time: an installed pdfbatch without a checkout imports and runs what ships
     assert found, "the CLI's stack and demo commands import tools/"
     assert [(module, lazy) for module, lazy in found if not (module.startswith("cli/") and lazy)] == []
+
+
+def _declared(*extras: str) -> set[str]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    specs = list(project["dependencies"])
+    for extra in extras:
+        specs += project["optional-dependencies"][extra]
+    return {_normal(re.split(r"[\s\[<>=!~;]", spec, maxsplit=1)[0]) for spec in specs}
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _third_party_imports(paths: list[Path]) -> dict[str, set[str]]:
+    """Top-level modules outside the standard library and the project, and the files importing each."""
+    found: dict[str, set[str]] = {}
+    for path in paths:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        typing_only = {
+            id(inner)
+            for block in ast.walk(tree)
+            if isinstance(block, ast.If)
+            and ast.unparse(block.test) in {"TYPE_CHECKING", "typing.TYPE_CHECKING"}
+            for inner in ast.walk(block)
+        }
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue  # for mypy only: never imported at run time
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top not in sys.stdlib_module_names and top not in {"pdfbatch", "tools", "__future__"}:
+                    found.setdefault(top, set()).add(path.relative_to(PACKAGE).as_posix())
+    return found
+
+
+def test_every_module_the_operator_cli_imports_is_declared_by_the_cli_extra_or_the_package() -> None:
+    # GIVEN the modules behind `pdfbatch` (the CLI, its REST client and the invariant checker), and
+    # which installed distribution provides each third-party module they import
+    cli = [*sorted((PACKAGE / "cli").rglob("*.py")), PACKAGE / "api_client.py", PACKAGE / "invariants.py"]
+    provides = importlib.metadata.packages_distributions()
+    # WHEN each import is traced to its distribution
+    missing = {
+        top: sorted(files)
+        for top, files in _third_party_imports(cli).items()
+        if not {_normal(d) for d in provides.get(top, [top])} & _declared("cli")
+    }
+    # THEN `pip install 'pdfbatch[cli]'` installs them all (boto3 and rich were once left to chance)
+    assert missing == {}
+
+
+def test_every_module_the_package_imports_is_declared_by_it_or_one_of_its_extras() -> None:
+    # GIVEN every module of the package and the distribution behind each third-party import
+    provides = importlib.metadata.packages_distributions()
+    declared = _declared("ocr", "cli")
+    # WHEN traced  THEN none comes only from the development environment
+    missing = {
+        top: sorted(files)
+        for top, files in _third_party_imports(sorted(PACKAGE.rglob("*.py"))).items()
+        if not {_normal(d) for d in provides.get(top, [top])} & declared
+    }
+    assert missing == {}
