@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
@@ -395,15 +396,15 @@ def test_white_is_only_ever_added_beside_the_stops_never_ink_taken_or_moved_acro
         document.close()
     # THEN white went in at the address's two stops, on both sides of each
     assert len(cuts) == 4
-    gap = round(0.15 * plain.height)
-    assert spaced.width == plain.width + 4 * gap
+    assert spaced.width == plain.width + 4 * round(0.15 * plain.height)
     # AND taking out the white columns gives back the line exactly: nothing lost, nothing reordered
-    columns = list(zip(*[iter(spaced.tobytes())] * spaced.width, strict=True))  # rows
-    kept = [x for x in range(spaced.width) if any(row[x] != 255 for row in columns)]
-    assert len(kept) <= plain.width
-    plain_rows = list(zip(*[iter(plain.tobytes())] * plain.width, strict=True))
-    plain_ink = [x for x in range(plain.width) if any(row[x] != 255 for row in plain_rows)]
-    assert [[row[x] for row in columns] for x in kept] == [[row[x] for row in plain_rows] for x in plain_ink]
+    assert _ink_columns(spaced) == _ink_columns(plain)
+
+
+def _ink_columns(image: Any) -> list[bytes]:
+    """The columns of ``image`` (greyscale) that hold any ink, left to right."""
+    columns = [image.crop((x, 0, x + 1, image.height)).tobytes() for x in range(image.width)]
+    return [column for column in columns if column.count(255) < len(column)]
 
 
 @pytest.mark.parametrize("how", ["tc_stack", "rtl_reversed"])
@@ -418,3 +419,36 @@ def test_stacked_or_reversed_glyphs_leave_no_gap_to_set_white_in(how: str) -> No
         assert pixels._dot_cuts(textpage.raw, line) == []
     finally:
         document.close()
+
+
+def test_a_turned_page_gets_no_second_read_of_the_same_pixels() -> None:
+    # GIVEN the serif address on a page turned by /Rotate (white is set only on an upright page)
+    document = pdfium.PdfDocument(layouts.serif(f"Contact: {_DOTTED}", 12))
+    try:
+        document[0].set_rotation(90)
+        page = pdf.pages._Document(_saved(document), 1)
+        opened = next(p for p in page.pages() if p.candidates)
+        assert opened is not None and page._page is not None
+        reads: list[Raster] = []
+
+        class Counting:
+            def read(self, raster: Raster) -> str:
+                reads.append(raster)
+                return ""
+
+        glyphs = next(o.glyphs for o in page._page.occurrences if o.email == _DOTTED)
+        # WHEN the look with white beside the stops is asked for
+        text = pixels._read_glyphs(page._page, glyphs, Counting(), 60.0, 0.15)
+        page.close()
+    finally:
+        document.close()
+    # THEN it reads nothing: it would have read the very pixels the plain looks read
+    assert (text, reads) == ("", [])
+
+
+def _saved(document: pdfium.PdfDocument) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    document.save(buffer)
+    return buffer.getvalue()

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import ast
 import importlib.metadata
-import re
 import sys
 import tomllib
 from pathlib import Path
 
 import setuptools
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "src" / "pdfbatch"
@@ -64,11 +65,7 @@ def _declared(*extras: str) -> set[str]:
     specs = list(project["dependencies"])
     for extra in extras:
         specs += project["optional-dependencies"][extra]
-    return {_normal(re.split(r"[\s\[<>=!~;]", spec, maxsplit=1)[0]) for spec in specs}
-
-
-def _normal(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+    return {canonicalize_name(Requirement(spec).name) for spec in specs}
 
 
 def _third_party_imports(paths: list[Path]) -> dict[str, set[str]]:
@@ -108,7 +105,7 @@ def test_every_module_the_operator_cli_imports_is_declared_by_the_cli_extra_or_t
     missing = {
         top: sorted(files)
         for top, files in _third_party_imports(cli).items()
-        if not {_normal(d) for d in provides.get(top, [top])} & _declared("cli")
+        if not {canonicalize_name(d) for d in provides.get(top, [top])} & _declared("cli")
     }
     # THEN `pip install 'pdfbatch[cli]'` installs them all (boto3 and rich were once left to chance)
     assert missing == {}
@@ -122,6 +119,6 @@ def test_every_module_the_package_imports_is_declared_by_it_or_one_of_its_extras
     missing = {
         top: sorted(files)
         for top, files in _third_party_imports(sorted(PACKAGE.rglob("*.py"))).items()
-        if not {_normal(d) for d in provides.get(top, [top])} & declared
+        if not {canonicalize_name(d) for d in provides.get(top, [top])} & declared
     }
     assert missing == {}

@@ -285,8 +285,10 @@ def _read_glyphs(page: Any, glyphs: Sequence[int], engine: Any, target: float, s
     height = max(max(b[3] - b[1] for _, b in line) for line in lines)
     scale = min(_MAX_SCALE, max(_MIN_SCALE, target / max(height, 0.5)))
     cuts = [_dot_cuts(textpage, line) if spread else [] for line in lines]
-    if spread and not any(cuts):
-        return ""  # no gap to widen: this look would read what the looks before it read
+    if spread and (not any(cuts) or page.page.get_rotation()):
+        # No gap to widen (or a turned page, where _line_image sets no white): this look would
+        # read the very pixels the looks before it read.
+        return ""
     images = [
         _line_image(page.page, [b for _, b in line], scale, at, spread)
         for line, at in zip(lines, cuts, strict=True)
